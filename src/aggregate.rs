@@ -1,0 +1,380 @@
+//! The aggregator: a pure fold of writer messages into per-interval
+//! snapshots. `fold` takes a message, `tick(now)` emits every interval whose
+//! end plus a grace period has passed. No threads, no clock: tests drive it.
+
+use crate::config::Mode;
+use crate::measure::{new_histogram, Batch, Msg, StallEvent};
+use crate::snapshot::{InProgress, RunEvent, Snapshot, Summary, TargetInterval, TargetSummary};
+use hdrhistogram::Histogram;
+use std::collections::VecDeque;
+
+/// Batches are flushed every 100 ms; wait a little longer for stragglers.
+pub const GRACE_NS: u64 = 150_000_000;
+
+#[derive(Clone, Debug)]
+struct Acc {
+    ops: u64,
+    bytes: u64,
+    hist: Histogram<u64>,
+    sync_hist: Histogram<u64>,
+    stalls: Vec<StallEvent>,
+}
+
+impl Acc {
+    fn new() -> Acc {
+        Acc {
+            ops: 0,
+            bytes: 0,
+            hist: new_histogram(),
+            sync_hist: new_histogram(),
+            stalls: Vec::new(),
+        }
+    }
+}
+
+/// Current mode and threads of a target (they can change at runtime).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TargetState {
+    pub mode: Mode,
+    pub threads: u32,
+}
+
+pub struct Aggregator {
+    interval_ns: u64,
+    state: Vec<TargetState>,
+    next_emit: u64,
+    /// pending[i] holds interval next_emit + i, one Acc per target.
+    pending: VecDeque<Vec<Acc>>,
+    totals: Vec<TargetSummary>,
+    in_progress: Vec<InProgress>,
+    events: Vec<RunEvent>,
+    /// Emptied histograms to hand back to writers.
+    pub recycled: Vec<Histogram<u64>>,
+}
+
+impl Aggregator {
+    pub fn new(interval_ns: u64, state: Vec<TargetState>) -> Aggregator {
+        let totals = (0..state.len())
+            .map(|target| TargetSummary {
+                target,
+                ops: 0,
+                bytes: 0,
+                hist: new_histogram(),
+                sync_hist: new_histogram(),
+                stalls: 0,
+                stall_ns: 0,
+            })
+            .collect();
+        Aggregator {
+            interval_ns,
+            state,
+            next_emit: 0,
+            pending: VecDeque::new(),
+            totals,
+            in_progress: Vec::new(),
+            events: Vec::new(),
+            recycled: Vec::new(),
+        }
+    }
+
+    pub fn set_state(&mut self, target: usize, st: TargetState) {
+        if let Some(s) = self.state.get_mut(target) {
+            *s = st;
+        }
+    }
+
+    fn slot(&mut self, interval: u64, target: usize) -> &mut Acc {
+        // Late data (a thread blocked past the grace) joins the oldest open interval.
+        let i = interval.saturating_sub(self.next_emit) as usize;
+        let n = self.state.len();
+        while self.pending.len() <= i {
+            self.pending.push_back((0..n).map(|_| Acc::new()).collect());
+        }
+        &mut self.pending[i][target]
+    }
+
+    pub fn fold(&mut self, msg: Msg) {
+        match msg {
+            Msg::Batch(b) => self.fold_batch(b),
+            Msg::StallInProgress {
+                target,
+                thread,
+                op,
+                start_ns,
+            } => {
+                let ip = InProgress {
+                    target,
+                    thread,
+                    op,
+                    start_ns,
+                };
+                if !self.in_progress.contains(&ip) {
+                    self.in_progress.push(ip);
+                }
+            }
+            Msg::Event {
+                target,
+                t_ns,
+                kind,
+                message,
+            } => self.events.push(RunEvent {
+                target,
+                t_ns,
+                kind,
+                message,
+            }),
+        }
+    }
+
+    fn fold_batch(&mut self, mut b: Batch) {
+        if b.target >= self.state.len() {
+            return;
+        }
+        for s in &b.stalls {
+            self.in_progress
+                .retain(|p| !(p.target == s.target && p.thread == s.thread && p.start_ns == s.start_ns));
+        }
+        let acc = self.slot(b.interval, b.target);
+        acc.ops += b.ops;
+        acc.bytes += b.bytes;
+        let _ = acc.hist.add(&b.hist);
+        let _ = acc.sync_hist.add(&b.sync_hist);
+        acc.stalls.append(&mut b.stalls);
+        for mut h in [b.hist, b.sync_hist] {
+            if self.recycled.len() < 256 {
+                h.reset();
+                self.recycled.push(h);
+            }
+        }
+    }
+
+    /// Emits every interval that ended at least `GRACE_NS` before `now_ns`.
+    pub fn tick(&mut self, now_ns: u64) -> Vec<Snapshot> {
+        let mut out = Vec::new();
+        while (self.next_emit + 1) * self.interval_ns + GRACE_NS <= now_ns {
+            out.push(self.emit(self.interval_ns));
+        }
+        out
+    }
+
+    /// Emits what is left when the run stops at `end_ns` (a trailing partial
+    /// interval only if it is at least half an interval long) and the summary.
+    pub fn finish(mut self, end_ns: u64) -> (Vec<Snapshot>, Summary) {
+        let mut out = Vec::new();
+        while (self.next_emit + 1) * self.interval_ns <= end_ns {
+            out.push(self.emit(self.interval_ns));
+        }
+        let partial = end_ns.saturating_sub(self.next_emit * self.interval_ns);
+        if !self.pending.is_empty() {
+            let len = if partial * 2 >= self.interval_ns {
+                Some(partial)
+            } else {
+                None
+            };
+            match len {
+                Some(l) => out.push(self.emit(l)),
+                None => {
+                    // Too short to print as a rate, but counted in the summary.
+                    while let Some(accs) = self.pending.pop_front() {
+                        self.add_totals(&accs);
+                    }
+                }
+            }
+        }
+        while let Some(accs) = self.pending.pop_front() {
+            self.add_totals(&accs);
+        }
+        let summary = Summary {
+            duration_s: end_ns as f64 / 1e9,
+            targets: self.totals,
+        };
+        (out, summary)
+    }
+
+    fn add_totals(&mut self, accs: &[Acc]) {
+        for (t, a) in self.totals.iter_mut().zip(accs) {
+            t.ops += a.ops;
+            t.bytes += a.bytes;
+            let _ = t.hist.add(&a.hist);
+            let _ = t.sync_hist.add(&a.sync_hist);
+            t.stalls += a.stalls.len() as u64;
+            t.stall_ns += a.stalls.iter().map(|s| s.dur_ns).sum::<u64>();
+        }
+    }
+
+    fn emit(&mut self, len_ns: u64) -> Snapshot {
+        let n = self.state.len();
+        let accs = self
+            .pending
+            .pop_front()
+            .unwrap_or_else(|| (0..n).map(|_| Acc::new()).collect());
+        self.add_totals(&accs);
+        let index = self.next_emit;
+        self.next_emit += 1;
+        let t_end = index * self.interval_ns + len_ns;
+        let mut stalls: Vec<StallEvent> = Vec::new();
+        let targets = accs
+            .into_iter()
+            .enumerate()
+            .map(|(target, mut a)| {
+                let st = self.state[target];
+                let count = a.stalls.len() as u32;
+                stalls.append(&mut a.stalls);
+                TargetInterval {
+                    target,
+                    mode: st.mode,
+                    threads: st.threads,
+                    ops: a.ops,
+                    bytes: a.bytes,
+                    hist: a.hist,
+                    sync_hist: a.sync_hist,
+                    stalls: count,
+                }
+            })
+            .collect();
+        stalls.sort_by_key(|s| s.start_ns);
+        Snapshot {
+            index,
+            t_s: t_end as f64 / 1e9,
+            interval_s: len_ns as f64 / 1e9,
+            targets,
+            stalls,
+            in_progress: self
+                .in_progress
+                .iter()
+                .filter(|p| p.start_ns < t_end)
+                .cloned()
+                .collect(),
+            events: std::mem::take(&mut self.events),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::OpKind;
+
+    const S: u64 = 1_000_000_000;
+
+    fn batch(target: usize, thread: u32, interval: u64, lats_us: &[u64]) -> Msg {
+        let mut hist = new_histogram();
+        for &l in lats_us {
+            hist.record(l).unwrap();
+        }
+        Msg::Batch(Batch {
+            target,
+            thread,
+            interval,
+            ops: lats_us.len() as u64,
+            bytes: lats_us.len() as u64 * 818,
+            hist,
+            sync_hist: new_histogram(),
+            stalls: Vec::new(),
+        })
+    }
+
+    fn agg(n: usize) -> Aggregator {
+        let st = TargetState {
+            mode: Mode::Mmap,
+            threads: 2,
+        };
+        Aggregator::new(S, vec![st; n])
+    }
+
+    #[test]
+    fn merged_count_equals_ops_done() {
+        let mut a = agg(2);
+        let mut done = 0;
+        for i in 0..5u64 {
+            for th in 0..3 {
+                let lats: Vec<u64> = (1..=(10 + i * th as u64)).collect();
+                done += lats.len() as u64;
+                a.fold(batch((th % 2) as usize, th, i, &lats));
+            }
+        }
+        let snaps = a.tick(5 * S + GRACE_NS);
+        assert_eq!(snaps.len(), 5);
+        let per_interval: u64 = snaps
+            .iter()
+            .flat_map(|s| s.targets.iter())
+            .map(|t| t.hist.len())
+            .sum();
+        assert_eq!(per_interval, done);
+        let (_, sum) = a.finish(5 * S + GRACE_NS);
+        assert_eq!(sum.ops(), done);
+        assert_eq!(sum.merged().len(), done);
+    }
+
+    #[test]
+    fn waits_for_grace_then_emits_in_order() {
+        let mut a = agg(1);
+        a.fold(batch(0, 0, 0, &[100]));
+        assert!(a.tick(S).is_empty(), "not before the grace period");
+        let s = a.tick(S + GRACE_NS);
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].index, s[0].t_s), (0, 1.0));
+        assert_eq!(s[0].targets[0].ops, 1);
+        // An empty interval is still emitted (zero throughput is the news).
+        let s = a.tick(3 * S + GRACE_NS);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].targets[0].ops, 0);
+    }
+
+    #[test]
+    fn late_batch_joins_oldest_open_interval() {
+        let mut a = agg(1);
+        a.tick(3 * S + GRACE_NS);
+        a.fold(batch(0, 0, 1, &[5, 6]));
+        let s = a.tick(4 * S + GRACE_NS);
+        assert_eq!(s[0].index, 3);
+        assert_eq!(s[0].targets[0].ops, 2);
+    }
+
+    #[test]
+    fn stall_in_progress_until_it_finishes() {
+        let mut a = agg(1);
+        a.fold(Msg::StallInProgress {
+            target: 0,
+            thread: 1,
+            op: OpKind::Write,
+            start_ns: S / 2,
+        });
+        let s = a.tick(S + GRACE_NS);
+        assert_eq!(s[0].in_progress.len(), 1);
+        let mut m = batch(0, 1, 2, &[2_500_000]);
+        if let Msg::Batch(b) = &mut m {
+            b.stalls.push(StallEvent {
+                target: 0,
+                thread: 1,
+                op: OpKind::Write,
+                start_ns: S / 2,
+                dur_ns: 2 * S,
+            });
+        }
+        a.fold(m);
+        let s = a.tick(3 * S + GRACE_NS);
+        assert_eq!(s[1].stalls.len(), 1);
+        assert_eq!(s[1].targets[0].stalls, 1);
+        assert!(s[1].in_progress.is_empty());
+        let (_, sum) = a.finish(3 * S + GRACE_NS);
+        assert_eq!(sum.stalls(), 1);
+        assert_eq!(sum.stall_ns(), 2 * S);
+    }
+
+    #[test]
+    fn short_tail_goes_to_summary_only() {
+        let mut a = agg(1);
+        a.fold(batch(0, 0, 0, &[10]));
+        a.fold(batch(0, 0, 1, &[10, 20]));
+        let (snaps, sum) = a.finish(S + S / 10);
+        assert_eq!(snaps.len(), 1);
+        assert_eq!(sum.ops(), 3);
+        let mut a = agg(1);
+        a.fold(batch(0, 0, 0, &[10]));
+        a.fold(batch(0, 0, 1, &[10, 20]));
+        let (snaps, _) = a.finish(S + S * 6 / 10);
+        assert_eq!(snaps.len(), 2);
+        assert!((snaps[1].interval_s - 0.6).abs() < 1e-9);
+    }
+}

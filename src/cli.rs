@@ -1,0 +1,202 @@
+//! The command line. Every workload option is an `Option` so it only
+//! overrides the config file when given; `WorkloadArgs::apply` layers it.
+
+use crate::config::{Config, Format, Mode, SyncPolicy};
+use crate::units::{ByteSize, Dur};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const ABOUT: &str = "Live diagnosis of write stalls on Linux.
+
+stallscope drives its own writer threads against one or more directories,
+imitating real write paths (Cassandra's mmap commitlog, buffered write(),
+O_DIRECT, Ceph's journal+apply), times every op, and reports throughput,
+latency percentiles and stall events per interval.";
+
+const EXAMPLES: &str = "Examples:
+  stallscope run --duration 30s
+      mmap commitlog writers on a scratch dir under $TMPDIR or /var/tmp
+  stallscope run --target /mnt/xfs --target /mnt/ext4 --mode buffered --threads 8
+  stallscope run --target /data --mode journal --threads 4 --commit-interval 5s
+  stallscope run --target /data --format jsonl --duration 60s > run.jsonl
+  stallscope --config stallscope.toml run
+
+Writers work in DIR/.stallscope-<pid>/ and remove it on exit (also on Ctrl-C,
+SIGTERM and SIGHUP). Exit codes: 0 ok, 1 runtime error, 2 bad input.";
+
+#[derive(Parser, Debug)]
+#[command(name = "stallscope", version, about = ABOUT, after_help = EXAMPLES)]
+pub struct Cli {
+    /// TOML config file (see config.example.toml); options given here override it.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the workload headless: one line per interval, then a summary.
+    #[command(after_help = EXAMPLES)]
+    Run(WorkloadArgs),
+}
+
+#[derive(Args, Debug, Default, Clone)]
+pub struct WorkloadArgs {
+    /// Directory to write under (repeat for several targets). Default: $TMPDIR, else /var/tmp.
+    #[arg(long = "target", short = 't', value_name = "DIR")]
+    pub targets: Vec<PathBuf>,
+
+    /// Write path to imitate.
+    #[arg(long, short = 'm', value_enum)]
+    pub mode: Option<Mode>,
+
+    /// Writer threads per target [default: 4].
+    #[arg(long, short = 'j')]
+    pub threads: Option<u32>,
+
+    /// Bytes per record, e.g. 818, 4KiB [default: 818, 4MiB in journal mode].
+    #[arg(long, value_name = "SIZE")]
+    pub record_size: Option<ByteSize>,
+
+    /// Size of each fresh sparse segment file [default: 32MiB].
+    #[arg(long, value_name = "SIZE")]
+    pub segment_size: Option<ByteSize>,
+
+    /// periodic:<dur> (a sync thread), every:<N> (each writer after N records) or none [default: periodic:10s].
+    #[arg(long, value_name = "POLICY")]
+    pub sync: Option<SyncPolicy>,
+
+    /// Ops per second per target over all threads; 0 = unthrottled. Latency counts from the intended start.
+    #[arg(long, value_name = "OPS")]
+    pub rate: Option<u64>,
+
+    /// Most bytes kept on disk per target; older segments are deleted [default: 1GiB].
+    #[arg(long, value_name = "SIZE")]
+    pub disk_budget: Option<ByteSize>,
+
+    /// Stop after this long, e.g. 30s, 5m [default: until Ctrl-C].
+    #[arg(long, short = 'd', value_name = "DUR")]
+    pub duration: Option<Dur>,
+
+    /// Reporting interval [default: 1s].
+    #[arg(long, short = 'i', value_name = "DUR")]
+    pub interval: Option<Dur>,
+
+    /// An op at least this long is a stall [default: 100ms].
+    #[arg(long, value_name = "DUR")]
+    pub stall_threshold: Option<Dur>,
+
+    /// Journal mode: syncfs() period; also when the journal is half full [default: 5s].
+    #[arg(long, value_name = "DUR")]
+    pub commit_interval: Option<Dur>,
+
+    /// Journal mode: put the journal under this directory (as Ceph puts it on an SSD).
+    #[arg(long, value_name = "DIR")]
+    pub journal_dir: Option<PathBuf>,
+
+    /// Journal mode: size of the circular journal [default: 256MiB].
+    #[arg(long, value_name = "SIZE")]
+    pub journal_size: Option<ByteSize>,
+
+    /// Output format.
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<Format>,
+}
+
+impl WorkloadArgs {
+    /// Overrides `cfg` with every option that was given.
+    pub fn apply(&self, cfg: &mut Config) {
+        if !self.targets.is_empty() {
+            cfg.targets = self.targets.clone();
+        }
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f.clone() { cfg.$f = v; } )* };
+        }
+        set!(mode, threads, segment_size, sync, rate, disk_budget, interval);
+        set!(stall_threshold, commit_interval, journal_size, format);
+        if let Some(v) = self.record_size {
+            cfg.record_size = Some(v);
+        }
+        if let Some(v) = self.duration {
+            cfg.duration = Some(v);
+        }
+        if let Some(v) = &self.journal_dir {
+            cfg.journal_dir = Some(v.clone());
+        }
+    }
+}
+
+/// Defaults, then the config file, then the command line; validated.
+pub fn layered(config: Option<&std::path::Path>, args: &WorkloadArgs) -> Result<Config, crate::error::UsageError> {
+    let mut cfg = match config {
+        Some(p) => Config::from_file(p)?,
+        None => Config::default(),
+    };
+    args.apply(&mut cfg);
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("stallscope").chain(args.iter().copied()))
+    }
+
+    fn workload(cli: Cli) -> WorkloadArgs {
+        match cli.command {
+            Some(Command::Run(w)) => w,
+            _ => panic!("not run"),
+        }
+    }
+
+    #[test]
+    fn cli_overrides_file_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "threads = 8\nmode = \"buffered\"\ninterval = \"2s\"\n").unwrap();
+        let w = workload(parse(&["run", "--threads", "2"]).unwrap());
+        let c = layered(Some(&f), &w).unwrap();
+        assert_eq!(c.threads, 2, "CLI wins");
+        assert_eq!(c.mode, Mode::Buffered, "file beats default");
+        assert_eq!(c.interval.0, Duration::from_secs(2));
+        assert_eq!(c.segment_size, Config::default().segment_size, "default");
+    }
+
+    #[test]
+    fn bad_cli_values_are_refused() {
+        for args in [
+            &["run", "--mode", "fsync"][..],
+            &["run", "--duration", "10x"],
+            &["run", "--segment-size", "10x"],
+            &["run", "--sync", "often"],
+            &["run", "--threads", "-1"],
+        ] {
+            let e = parse(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            assert!(e.to_string().contains(args[2]), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn record_size_checks_after_layering() {
+        let w = workload(parse(&["run", "--record-size", "0"]).unwrap());
+        assert!(layered(None, &w).unwrap_err().0.contains("--record-size 0"));
+        let w = workload(parse(&["run", "--record-size", "64MiB"]).unwrap());
+        assert!(layered(None, &w).unwrap_err().0.contains("segment"));
+    }
+
+    #[test]
+    fn unknown_config_key_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "threads = 8\nthreadz = 3\n").unwrap();
+        let e = layered(Some(&f), &WorkloadArgs::default()).unwrap_err().0;
+        assert!(e.contains("threadz") && e.contains("line 2"), "{e}");
+    }
+}

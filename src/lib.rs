@@ -1,0 +1,22 @@
+//! stallscope: drive writers that imitate real write paths (Cassandra's
+//! commitlog, Ceph's FileStore journal), time every op, and say when and why
+//! writes stall. The library runs headless (`run::run`); the binary adds the
+//! command line.
+//!
+//! Data path: writer threads → `measure::Batch` → `aggregate::Aggregator`
+//! (pure fold) → `snapshot::Snapshot` → `output::Sink` (printer, later UI and
+//! recorder).
+
+pub mod aggregate;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod measure;
+pub mod mounts;
+pub mod output;
+pub mod run;
+pub mod scratch;
+pub mod snapshot;
+pub mod units;
+pub mod watchdog;
+pub mod writer;

@@ -1,0 +1,37 @@
+use clap::Parser;
+use stallscope::cli::{Cli, Command};
+use stallscope::output::Printer;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = real_main(cli) {
+        eprintln!("stallscope: error: {e:#}");
+        std::process::exit(stallscope::error::exit_code(&e));
+    }
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    match cli.command {
+        Some(Command::Run(args)) => {
+            let cfg = stallscope::cli::layered(cli.config.as_deref(), &args)?;
+            let stdout = std::io::stdout().lock();
+            let mut printer = Printer::new(std::io::BufWriter::new(stdout), cfg.format);
+            stallscope::run::run(&cfg, &stop, &mut printer)?;
+            Ok(())
+        }
+        None => {
+            eprintln!("stallscope: the live dashboard is not built yet; use `stallscope run` (see --help)");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! What the aggregator emits once per interval, and the one place where raw
+//! counts and histograms become rates and percentiles. The headless printer,
+//! the UI and replay all derive their figures through these functions.
+
+use crate::config::Mode;
+use crate::measure::{EventKind, OpKind, StallEvent};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Static facts about a target, fixed at start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetMeta {
+    /// The directory the person named (or the default one).
+    pub path: String,
+    pub fs: String,
+    pub device: String,
+    pub mount_options: String,
+}
+
+/// One target's raw measurements over one interval.
+#[derive(Clone, Debug)]
+pub struct TargetInterval {
+    pub target: usize,
+    pub mode: Mode,
+    pub threads: u32,
+    pub ops: u64,
+    pub bytes: u64,
+    /// Write-op latency, µs.
+    pub hist: Histogram<u64>,
+    /// Sync-op latency, µs.
+    pub sync_hist: Histogram<u64>,
+    /// Stall events that finished in this interval.
+    pub stalls: u32,
+}
+
+/// An op the watchdog saw blocked past the threshold, not yet returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InProgress {
+    pub target: usize,
+    pub thread: u32,
+    pub op: OpKind,
+    pub start_ns: u64,
+}
+
+/// Something that happened to the run (disk full, a thread failed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunEvent {
+    pub target: usize,
+    pub t_ns: u64,
+    pub kind: EventKind,
+    pub message: String,
+}
+
+/// Everything known about one interval.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub index: u64,
+    /// End of the interval, seconds since the run started.
+    pub t_s: f64,
+    /// Length of the interval in seconds (the last one may be shorter).
+    pub interval_s: f64,
+    pub targets: Vec<TargetInterval>,
+    pub stalls: Vec<StallEvent>,
+    /// Stalls in progress at the end of the interval.
+    pub in_progress: Vec<InProgress>,
+    pub events: Vec<RunEvent>,
+}
+
+/// Latency figures in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatSummary {
+    pub mean: f64,
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl LatSummary {
+    pub fn of(h: &Histogram<u64>) -> LatSummary {
+        if h.is_empty() {
+            return LatSummary::default();
+        }
+        LatSummary {
+            mean: (h.mean() * 10.0).round() / 10.0,
+            p50: h.value_at_quantile(0.50),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// Rates of one interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    pub ops_per_s: f64,
+    pub mib_per_s: f64,
+}
+
+impl TargetInterval {
+    pub fn rates(&self, interval_s: f64) -> Rates {
+        rates(self.ops, self.bytes, interval_s)
+    }
+}
+
+pub fn rates(ops: u64, bytes: u64, secs: f64) -> Rates {
+    if secs <= 0.0 {
+        return Rates {
+            ops_per_s: 0.0,
+            mib_per_s: 0.0,
+        };
+    }
+    Rates {
+        ops_per_s: ops as f64 / secs,
+        mib_per_s: crate::units::mib(bytes) / secs,
+    }
+}
+
+/// Whole-run figures for one target.
+#[derive(Clone, Debug)]
+pub struct TargetSummary {
+    pub target: usize,
+    pub ops: u64,
+    pub bytes: u64,
+    pub hist: Histogram<u64>,
+    pub sync_hist: Histogram<u64>,
+    pub stalls: u64,
+    pub stall_ns: u64,
+}
+
+/// Whole-run figures; percentiles from merged histograms, never averages.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub duration_s: f64,
+    pub targets: Vec<TargetSummary>,
+}
+
+impl Summary {
+    pub fn ops(&self) -> u64 {
+        self.targets.iter().map(|t| t.ops).sum()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.targets.iter().map(|t| t.bytes).sum()
+    }
+    pub fn stalls(&self) -> u64 {
+        self.targets.iter().map(|t| t.stalls).sum()
+    }
+    pub fn stall_ns(&self) -> u64 {
+        self.targets.iter().map(|t| t.stall_ns).sum()
+    }
+    /// All targets' write latencies merged.
+    pub fn merged(&self) -> Histogram<u64> {
+        let mut h = crate::measure::new_histogram();
+        for t in &self.targets {
+            let _ = h.add(&t.hist);
+        }
+        h
+    }
+}

@@ -1,0 +1,422 @@
+//! A commitlog of fresh segment files shared by all writer threads of a
+//! target, as Cassandra's is: threads reserve their offset in the active
+//! segment with one atomic add, write there, and the thread whose reservation
+//! runs past the end rolls to a new segment. The op path takes no lock; the
+//! roll (once per segment) takes a mutex, like Cassandra's segment allocation.
+//!
+//! Segments live in a fixed ring of slots. A thread *pins* a slot (a user
+//! count) before it touches the segment's file or mapping, and a slot is only
+//! torn down once it is retiring and has no users, so an mmap is never
+//! unmapped under a writer that was stalled for seconds inside it.
+//!
+//! Old segments beyond the disk budget are deleted, but only after they were
+//! synced (unless sync is off): deleting dirty pages would throw away the
+//! very writeback we are here to watch. When the budget is full of unsynced
+//! segments, the roll syncs the oldest itself: the writer waits, as
+//! Cassandra's "waiting for segment allocation" does.
+
+use memmap2::MmapRaw;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::Mutex;
+
+/// How records reach a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogKind {
+    /// Sparse file of full length, mapped; records copied in with stores.
+    Mmap,
+    /// pwrite() at the reserved offset.
+    Buffered,
+    /// O_DIRECT pwrite of whole aligned blocks.
+    Direct,
+}
+
+const FREE: u8 = 0;
+const ACTIVE: u8 = 1;
+const FULL: u8 = 2;
+const RETIRING: u8 = 3;
+
+struct Segment {
+    file: File,
+    map: Option<MmapRaw>,
+    path: PathBuf,
+}
+
+struct Slot {
+    state: AtomicU8,
+    users: AtomicU32,
+    cursor: AtomicU64,
+    synced: AtomicBool,
+    /// Written only while the slot is FREE, or RETIRING with no users.
+    seg: UnsafeCell<Option<Segment>>,
+}
+
+// SAFETY: `seg` is only mutated under the roll mutex while no thread holds a
+// pin (see `pin` and `retire`); shared access happens only under a pin.
+unsafe impl Sync for Slot {}
+
+struct RollState {
+    /// Slots holding segments, oldest first (the active one last).
+    live: VecDeque<usize>,
+    next_seq: u64,
+}
+
+/// The shared log of one target.
+pub struct SegmentLog {
+    dir: PathBuf,
+    kind: LogKind,
+    seg_size: u64,
+    /// Keep at most this many segments (the budget).
+    keep: usize,
+    sync_enabled: bool,
+    slots: Box<[Slot]>,
+    active: AtomicUsize,
+    roll: Mutex<RollState>,
+    bytes_on_disk: AtomicU64,
+}
+
+/// Proof that a slot's segment cannot be torn down; released on drop.
+pub struct Pin<'a> {
+    slot: &'a Slot,
+}
+
+impl Drop for Pin<'_> {
+    fn drop(&mut self) {
+        self.slot.users.fetch_sub(1, SeqCst);
+    }
+}
+
+impl Pin<'_> {
+    fn seg(&self) -> &Segment {
+        // SAFETY: a pinned slot is ACTIVE or FULL and its segment stays set.
+        unsafe { (*self.slot.seg.get()).as_ref().expect("pinned slot has a segment") }
+    }
+}
+
+impl SegmentLog {
+    /// Creates the log and its first segment in `dir` (our scratch folder).
+    pub fn create(
+        dir: &Path,
+        kind: LogKind,
+        seg_size: u64,
+        budget: u64,
+        sync_enabled: bool,
+    ) -> io::Result<SegmentLog> {
+        let keep = ((budget / seg_size) as usize).max(2);
+        let slots = (0..keep + 2)
+            .map(|_| Slot {
+                state: AtomicU8::new(FREE),
+                users: AtomicU32::new(0),
+                cursor: AtomicU64::new(0),
+                synced: AtomicBool::new(false),
+                seg: UnsafeCell::new(None),
+            })
+            .collect();
+        let log = SegmentLog {
+            dir: dir.to_path_buf(),
+            kind,
+            seg_size,
+            keep,
+            sync_enabled,
+            slots,
+            active: AtomicUsize::new(0),
+            roll: Mutex::new(RollState {
+                live: VecDeque::new(),
+                next_seq: 0,
+            }),
+            bytes_on_disk: AtomicU64::new(0),
+        };
+        {
+            let mut st = log.roll.lock().expect("roll mutex");
+            log.open_segment(&mut st, 0)?;
+        }
+        Ok(log)
+    }
+
+    pub fn segment_size(&self) -> u64 {
+        self.seg_size
+    }
+
+    /// Bytes the live segments take (their logical length).
+    pub fn bytes_on_disk(&self) -> u64 {
+        self.bytes_on_disk.load(Relaxed)
+    }
+
+    fn pin(&self, idx: usize) -> Option<Pin<'_>> {
+        let slot = &self.slots[idx];
+        slot.users.fetch_add(1, SeqCst);
+        let st = slot.state.load(SeqCst);
+        if st == ACTIVE || st == FULL {
+            Some(Pin { slot })
+        } else {
+            slot.users.fetch_sub(1, SeqCst);
+            None
+        }
+    }
+
+    /// Appends `buf` as one record (or one aligned block in direct mode).
+    /// Never splits a record over two segments.
+    pub fn append(&self, buf: &[u8]) -> io::Result<()> {
+        let len = buf.len() as u64;
+        loop {
+            let idx = self.active.load(Acquire);
+            let Some(pin) = self.pin(idx) else {
+                std::hint::spin_loop();
+                continue;
+            };
+            if pin.slot.state.load(Acquire) != ACTIVE {
+                drop(pin);
+                self.roll_from(idx)?;
+                continue;
+            }
+            let off = pin.slot.cursor.fetch_add(len, Relaxed);
+            if off + len > self.seg_size {
+                drop(pin);
+                self.roll_from(idx)?;
+                continue;
+            }
+            let seg = pin.seg();
+            return match &seg.map {
+                Some(map) => {
+                    // SAFETY: [off, off+len) was reserved for us alone and lies
+                    // inside the mapping, which the pin keeps alive.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            buf.as_ptr(),
+                            map.as_mut_ptr().add(off as usize),
+                            buf.len(),
+                        )
+                    };
+                    Ok(())
+                }
+                None => seg.file.write_all_at(buf, off),
+            };
+        }
+    }
+
+    /// Rolls to a new segment unless another thread already did.
+    fn roll_from(&self, full_idx: usize) -> io::Result<()> {
+        let mut st = self.roll.lock().map_err(|_| io::Error::other("roll mutex poisoned"))?;
+        if self.active.load(Acquire) != full_idx {
+            return Ok(());
+        }
+        self.slots[full_idx].state.store(FULL, SeqCst);
+        let next = (full_idx + 1) % self.slots.len();
+        self.make_room(&mut st, next)?;
+        self.open_segment(&mut st, next)
+    }
+
+    /// Retires the oldest segments until the budget and the ring have room.
+    fn make_room(&self, st: &mut RollState, next: usize) -> io::Result<()> {
+        loop {
+            let over = st.live.len() >= self.keep;
+            let ring_busy = self.slots[next].state.load(SeqCst) != FREE;
+            if !over && !ring_busy {
+                return Ok(());
+            }
+            let Some(&oldest) = st.live.front() else {
+                return Err(io::Error::other("segment ring exhausted"));
+            };
+            if self.sync_enabled && !self.slots[oldest].synced.load(Acquire) {
+                self.sync_slot(oldest)?;
+            }
+            if self.retire(oldest)? {
+                st.live.pop_front();
+            } else {
+                // A writer is still inside it (stalled); wait for it.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+    }
+
+    /// Tears a FULL slot down if nobody uses it. Returns false if in use.
+    fn retire(&self, idx: usize) -> io::Result<bool> {
+        let slot = &self.slots[idx];
+        slot.state.store(RETIRING, SeqCst);
+        if slot.users.load(SeqCst) != 0 {
+            slot.state.store(FULL, SeqCst);
+            return Ok(false);
+        }
+        // SAFETY: RETIRING with no users: no pin exists or can be taken.
+        let seg = unsafe { (*slot.seg.get()).take() };
+        if let Some(seg) = seg {
+            let len = self.segment_len(&seg);
+            drop(seg.map);
+            drop(seg.file);
+            std::fs::remove_file(&seg.path)?;
+            self.bytes_on_disk.fetch_sub(len, Relaxed);
+        }
+        slot.state.store(FREE, SeqCst);
+        Ok(true)
+    }
+
+    fn segment_len(&self, seg: &Segment) -> u64 {
+        seg.file.metadata().map(|m| m.len()).unwrap_or(self.seg_size)
+    }
+
+    fn open_segment(&self, st: &mut RollState, idx: usize) -> io::Result<()> {
+        let path = self.dir.join(format!("seg-{:06}.log", st.next_seq));
+        st.next_seq += 1;
+        let mut oo = OpenOptions::new();
+        oo.read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        if self.kind == LogKind::Direct {
+            oo.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECT);
+        }
+        let file = oo.open(&path)?;
+        let map = if self.kind == LogKind::Mmap {
+            // A fresh sparse file: the page faults of the first stores allocate blocks.
+            file.set_len(self.seg_size)?;
+            self.bytes_on_disk.fetch_add(self.seg_size, Relaxed);
+            Some(MmapRaw::map_raw(&file)?)
+        } else {
+            None
+        };
+        let slot = &self.slots[idx];
+        debug_assert_eq!(slot.state.load(SeqCst), FREE);
+        // SAFETY: the slot is FREE: no pins, and we hold the roll mutex.
+        unsafe { *slot.seg.get() = Some(Segment { file, map, path }) };
+        slot.cursor.store(0, SeqCst);
+        slot.synced.store(false, SeqCst);
+        slot.state.store(ACTIVE, SeqCst);
+        st.live.push_back(idx);
+        self.active.store(idx, Release);
+        Ok(())
+    }
+
+    /// Makes one slot's written range durable (msync or fdatasync).
+    fn sync_slot(&self, idx: usize) -> io::Result<()> {
+        let Some(pin) = self.pin(idx) else {
+            return Ok(());
+        };
+        let was_full = pin.slot.state.load(SeqCst) == FULL;
+        let written = pin.slot.cursor.load(Acquire).min(self.seg_size);
+        let seg = pin.seg();
+        match &seg.map {
+            Some(map) if written > 0 => map.flush_range(0, written as usize)?,
+            Some(_) => {}
+            None => seg.file.sync_data()?,
+        }
+        if was_full {
+            pin.slot.synced.store(true, Release);
+        }
+        Ok(())
+    }
+
+    /// Syncs every segment written since its last sync: the sync op of
+    /// `periodic` and `every:N`.
+    pub fn sync_all(&self) -> io::Result<()> {
+        for idx in 0..self.slots.len() {
+            if !self.slots[idx].synced.load(Acquire) {
+                self.sync_slot(idx)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Track growth of non-mmap segments for the footprint figure.
+    pub fn note_appended(&self, bytes: u64) {
+        if self.kind != LogKind::Mmap {
+            self.bytes_on_disk.fetch_add(bytes, Relaxed);
+        }
+    }
+
+    /// Number of segments currently on disk.
+    pub fn live_segments(&self) -> usize {
+        self.roll.lock().map(|s| s.live.len()).unwrap_or(0)
+    }
+}
+
+impl Drop for SegmentLog {
+    fn drop(&mut self) {
+        for slot in self.slots.iter_mut() {
+            // Exclusive access: no thread can hold a pin any more.
+            if let Some(seg) = slot.seg.get_mut().take() {
+                drop(seg.map);
+                let _ = std::fs::remove_file(&seg.path);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> usize {
+        std::fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn rolls_and_keeps_budget() {
+        for kind in [LogKind::Mmap, LogKind::Buffered] {
+            let t = tempfile::tempdir().unwrap();
+            // 4 KiB segments, budget of 3 segments, 1000-byte records: 4 per segment.
+            let log = SegmentLog::create(t.path(), kind, 4096, 3 * 4096, false).unwrap();
+            let rec = [7u8; 1000];
+            for _ in 0..4 {
+                log.append(&rec).unwrap();
+            }
+            assert_eq!(files(t.path()), 1, "{kind:?}: four records fit one segment");
+            log.append(&rec).unwrap();
+            assert_eq!(files(t.path()), 2, "{kind:?}: the fifth rolls");
+            for _ in 0..40 {
+                log.append(&rec).unwrap();
+            }
+            assert!(files(t.path()) <= 3, "{kind:?}: budget holds");
+            assert_eq!(log.live_segments(), files(t.path()));
+            // The newest segment holds the newest records, unsplit.
+            let mut names: Vec<_> = std::fs::read_dir(t.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            names.sort();
+            let newest = std::fs::read(names.last().unwrap()).unwrap();
+            assert!(newest[..1000].iter().all(|&b| b == 7));
+            drop(log);
+            assert_eq!(files(t.path()), 0, "{kind:?}: drop removes segments");
+        }
+    }
+
+    #[test]
+    fn concurrent_appends_all_land() {
+        let t = tempfile::tempdir().unwrap();
+        let log = SegmentLog::create(t.path(), LogKind::Mmap, 64 << 10, 1 << 30, true).unwrap();
+        std::thread::scope(|s| {
+            for th in 0..4u8 {
+                let log = &log;
+                s.spawn(move || {
+                    let rec = [th + 1; 100];
+                    for _ in 0..5000 {
+                        log.append(&rec).unwrap();
+                    }
+                });
+            }
+        });
+        log.sync_all().unwrap();
+        let mut total = 0usize;
+        for e in std::fs::read_dir(t.path()).unwrap() {
+            let data = std::fs::read(e.unwrap().path()).unwrap();
+            total += data.chunks(100).filter(|c| c.len() == 100 && c[0] != 0).count();
+        }
+        assert_eq!(total, 4 * 5000);
+    }
+
+    #[test]
+    fn unsynced_segments_are_synced_before_deletion() {
+        let t = tempfile::tempdir().unwrap();
+        let log = SegmentLog::create(t.path(), LogKind::Mmap, 4096, 2 * 4096, true).unwrap();
+        for _ in 0..40 {
+            log.append(&[1u8; 1000]).unwrap();
+        }
+        assert!(files(t.path()) <= 2);
+    }
+}
