@@ -17,6 +17,8 @@ pub mod output;
 pub mod run;
 pub mod scratch;
 pub mod snapshot;
+#[cfg(test)]
+mod testenv;
 pub mod units;
 pub mod watchdog;
 pub mod writer;

@@ -229,11 +229,15 @@ fn check_o_direct(dir: &Path) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&probe);
     match res {
         Ok(_) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Err(UsageError::new(format!(
-            "{}: this filesystem refuses O_DIRECT, which direct and journal modes need (use mmap or buffered here)",
-            dir.parent().unwrap_or(dir).display()
-        ))
-        .into()),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let target = dir.parent().unwrap_or(dir);
+            let fs = crate::run::describe(target).fs;
+            Err(UsageError::new(format!(
+                "{}: {fs} refuses O_DIRECT, which direct and journal modes need (use mmap or buffered there)",
+                target.display()
+            ))
+            .into())
+        }
         Err(e) => Err(anyhow::anyhow!("cannot create files in {}: {e}", dir.display())),
     }
 }

@@ -1,0 +1,58 @@
+//! Test support: root-only tests say when they skip, and fail instead when
+//! `STALLSCOPE_REQUIRE_ROOT_TESTS=1` (CI runs as root and sets it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const REQUIRE_VAR: &str = "STALLSCOPE_REQUIRE_ROOT_TESTS";
+
+/// True if the test may go on; prints why not, or panics when skips are forbidden.
+pub fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    skip(test, "needs root")
+}
+
+/// Records a skip: a message, or a failure when skips are forbidden.
+pub fn skip(test: &str, why: &str) -> bool {
+    if std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1") {
+        panic!("{test}: cannot run ({why}) but {REQUIRE_VAR}=1 forbids skipping");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    false
+}
+
+/// A small tmpfs mounted on a fresh directory; unmounted and removed on drop.
+pub struct TmpfsMount {
+    dir: tempfile::TempDir,
+}
+
+impl TmpfsMount {
+    pub fn new(size: &str) -> std::io::Result<TmpfsMount> {
+        let dir = tempfile::tempdir_in("/var/tmp")?;
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "stallscope-test"])
+            .arg(dir.path())
+            .status()?;
+        if !st.success() {
+            return Err(std::io::Error::other("mount tmpfs failed"));
+        }
+        Ok(TmpfsMount { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path_buf(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
