@@ -95,7 +95,7 @@ impl Aggregator {
 
     pub fn fold(&mut self, msg: Msg) {
         match msg {
-            Msg::Batch(b) => self.fold_batch(b),
+            Msg::Batch(b) => self.fold_batch(*b),
             Msg::StallInProgress {
                 target,
                 thread,
@@ -131,8 +131,9 @@ impl Aggregator {
             return;
         }
         for s in &b.stalls {
-            self.in_progress
-                .retain(|p| !(p.target == s.target && p.thread == s.thread && p.start_ns == s.start_ns));
+            self.in_progress.retain(|p| {
+                !(p.target == s.target && p.thread == s.thread && p.start_ns == s.start_ns)
+            });
         }
         let acc = self.slot(b.interval, b.target);
         acc.ops += b.ops;
@@ -262,7 +263,7 @@ mod tests {
         for &l in lats_us {
             hist.record(l).unwrap();
         }
-        Msg::Batch(Batch {
+        Msg::Batch(Box::new(Batch {
             target,
             thread,
             interval,
@@ -271,7 +272,7 @@ mod tests {
             hist,
             sync_hist: new_histogram(),
             stalls: Vec::new(),
-        })
+        }))
     }
 
     fn agg(n: usize) -> Aggregator {

@@ -114,7 +114,15 @@ impl WorkloadArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = self.$f.clone() { cfg.$f = v; } )* };
         }
-        set!(mode, threads, segment_size, sync, rate, disk_budget, interval);
+        set!(
+            mode,
+            threads,
+            segment_size,
+            sync,
+            rate,
+            disk_budget,
+            interval
+        );
         set!(stall_threshold, commit_interval, journal_size, format);
         if let Some(v) = self.record_size {
             cfg.record_size = Some(v);
@@ -129,7 +137,10 @@ impl WorkloadArgs {
 }
 
 /// Defaults, then the config file, then the command line; validated.
-pub fn layered(config: Option<&std::path::Path>, args: &WorkloadArgs) -> Result<Config, crate::error::UsageError> {
+pub fn layered(
+    config: Option<&std::path::Path>,
+    args: &WorkloadArgs,
+) -> Result<Config, crate::error::UsageError> {
     let mut cfg = match config {
         Some(p) => Config::from_file(p)?,
         None => Config::default(),

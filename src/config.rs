@@ -239,11 +239,19 @@ impl Config {
                 self.disk_budget, self.segment_size
             ));
         }
-        if self.interval.0 < Duration::from_millis(10) || self.interval.0 > Duration::from_secs(3600) {
-            return err(format!("--interval {} is out of range (10ms..=1h)", self.interval));
+        if self.interval.0 < Duration::from_millis(10)
+            || self.interval.0 > Duration::from_secs(3600)
+        {
+            return err(format!(
+                "--interval {} is out of range (10ms..=1h)",
+                self.interval
+            ));
         }
         if self.stall_threshold.0 < Duration::from_millis(1) {
-            return err(format!("--stall-threshold {} is below 1ms", self.stall_threshold));
+            return err(format!(
+                "--stall-threshold {} is below 1ms",
+                self.stall_threshold
+            ));
         }
         if self.commit_interval.0.is_zero() {
             return err("--commit-interval must be above zero".into());
@@ -295,7 +303,13 @@ mod tests {
             "periodic:250ms".parse::<SyncPolicy>(),
             Ok(SyncPolicy::Periodic(Duration::from_millis(250)))
         );
-        for bad in ["every:0", "every:x", "periodic:0s", "sometimes", "periodic:10x"] {
+        for bad in [
+            "every:0",
+            "every:x",
+            "periodic:0s",
+            "sometimes",
+            "periodic:10x",
+        ] {
             assert!(bad.parse::<SyncPolicy>().is_err(), "{bad}");
         }
     }
@@ -306,13 +320,21 @@ mod tests {
             record_size: Some(ByteSize(0)),
             ..Config::default()
         };
-        assert!(c.validate().unwrap_err().to_string().contains("--record-size 0"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--record-size 0"));
         c.record_size = Some(ByteSize(64 << 20));
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("64MiB") && e.contains("segment"), "{e}");
         c.record_size = None;
         c.threads = 0;
-        assert!(c.validate().unwrap_err().to_string().contains("--threads 0"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--threads 0"));
         c.threads = 4;
         c.segment_size = ByteSize(1 << 60);
         assert!(c.validate().unwrap_err().to_string().contains("1EiB") || c.validate().is_err());

@@ -140,7 +140,7 @@ impl InFlight {
 /// Messages from writer, sync and watchdog threads to the aggregator.
 #[derive(Debug)]
 pub enum Msg {
-    Batch(Batch),
+    Batch(Box<Batch>),
     /// The watchdog saw an op older than the threshold that has not returned.
     StallInProgress {
         target: usize,
@@ -288,13 +288,13 @@ impl Recorder {
     pub fn flush(&mut self, now: u64) {
         let idx = now / self.interval_ns;
         let has_data =
-            self.cur.ops > 0 || !self.cur.stalls.is_empty() || self.cur.sync_hist.len() > 0;
+            self.cur.ops > 0 || !self.cur.stalls.is_empty() || !self.cur.sync_hist.is_empty();
         if has_data {
             let hist = self.spare.try_recv().unwrap_or_else(|_| new_histogram());
             let sync_hist = self.spare.try_recv().unwrap_or_else(|_| new_histogram());
             let next = fresh_batch(self.target, self.thread, idx, hist, sync_hist);
             let done = std::mem::replace(&mut self.cur, next);
-            let _ = self.tx.send(Msg::Batch(done));
+            let _ = self.tx.send(Msg::Batch(Box::new(done)));
         } else {
             self.cur.interval = idx;
         }

@@ -69,9 +69,8 @@ pub fn mount_for<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
     let mut best: Option<&Mount> = None;
     for m in mounts {
         if path.starts_with(&m.mount_point) {
-            let longer = best.is_none_or(|b| {
-                m.mount_point.as_os_str().len() >= b.mount_point.as_os_str().len()
-            });
+            let longer = best
+                .is_none_or(|b| m.mount_point.as_os_str().len() >= b.mount_point.as_os_str().len());
             if longer {
                 best = Some(m);
             }
@@ -105,7 +104,10 @@ garbage line
         let m = parse_mountinfo(FIXTURE);
         assert_eq!(m.len(), 5);
         let root = mount_for(&m, Path::new("/var/tmp/x")).unwrap();
-        assert_eq!((root.fs_type.as_str(), root.major, root.minor), ("ext4", 254, 0));
+        assert_eq!(
+            (root.fs_type.as_str(), root.major, root.minor),
+            ("ext4", 254, 0)
+        );
         let shm = mount_for(&m, Path::new("/dev/shm/a/b")).unwrap();
         assert_eq!(shm.fs_type, "tmpfs");
         assert!(shm.options.contains("nosuid") && shm.options.contains("size="));

@@ -98,7 +98,11 @@ fn sync_line(h: &hdrhistogram::Histogram<u64>) -> SyncLine {
     }
 }
 
-pub fn interval_line<'a>(s: &Snapshot, t: &TargetInterval, meta: &'a TargetMeta) -> IntervalLine<'a> {
+pub fn interval_line<'a>(
+    s: &Snapshot,
+    t: &TargetInterval,
+    meta: &'a TargetMeta,
+) -> IntervalLine<'a> {
     let r = t.rates(s.interval_s);
     IntervalLine {
         ty: "interval",
@@ -187,7 +191,11 @@ impl<W: Write> Printer<W> {
     }
 
     fn label(&self, target: usize) -> String {
-        let p = self.meta.get(target).map(|m| m.path.as_str()).unwrap_or("?");
+        let p = self
+            .meta
+            .get(target)
+            .map(|m| m.path.as_str())
+            .unwrap_or("?");
         if p.len() > 18 {
             format!("…{}", &p[p.len() - 17..])
         } else {
@@ -199,7 +207,11 @@ impl<W: Write> Printer<W> {
         let t = e.t_ns as f64 / 1e9;
         match self.format {
             Format::Jsonl => {
-                let meta = self.meta.get(e.target).map(|m| m.path.clone()).unwrap_or_default();
+                let meta = self
+                    .meta
+                    .get(e.target)
+                    .map(|m| m.path.clone())
+                    .unwrap_or_default();
                 self.json(&EventLine {
                     ty: "event",
                     t_s: round(t, 3),

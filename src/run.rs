@@ -45,7 +45,10 @@ pub fn describe(path: &Path) -> TargetMeta {
     let m = mounts::lookup(Path::new("/proc"), &canon);
     TargetMeta {
         path: path.display().to_string(),
-        fs: m.as_ref().map(|m| m.fs_type.clone()).unwrap_or_else(|| "?".into()),
+        fs: m
+            .as_ref()
+            .map(|m| m.fs_type.clone())
+            .unwrap_or_else(|| "?".into()),
         device: m
             .as_ref()
             .map(|m| format!("{} ({}:{})", m.source, m.major, m.minor))
@@ -74,7 +77,10 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
     for p in paths {
         let canon = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
         if seen.contains(&canon) {
-            return Err(UsageError::new(format!("target {} is given twice", p.display())));
+            return Err(UsageError::new(format!(
+                "target {} is given twice",
+                p.display()
+            )));
         }
         seen.push(canon);
         let scratch = Scratch::create(&p)?;
@@ -112,7 +118,10 @@ pub fn run_prepared(
     };
     let (tx, rx) = unbounded::<Msg>();
     let (spare_tx, spare_rx) = bounded(1024);
-    let handover = Handover { tx: tx.clone(), spare: spare_rx };
+    let handover = Handover {
+        tx: tx.clone(),
+        spare: spare_rx,
+    };
     let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
     let state = TargetState {
         mode: cfg.mode,

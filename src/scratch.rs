@@ -67,9 +67,8 @@ impl Drop for Scratch {
 
 /// A target must exist, be a directory (not a symlink to one) and be writable.
 pub fn check_target(target: &Path) -> Result<(), UsageError> {
-    let md = fs::symlink_metadata(target).map_err(|e| {
-        UsageError::new(format!("target {} does not exist: {e}", target.display()))
-    })?;
+    let md = fs::symlink_metadata(target)
+        .map_err(|e| UsageError::new(format!("target {} does not exist: {e}", target.display())))?;
     if md.file_type().is_symlink() {
         return Err(UsageError::new(format!(
             "target {} is a symlink; give the real directory",
@@ -114,7 +113,9 @@ pub fn remove_stale(target: &Path) -> Vec<PathBuf> {
             continue;
         }
         let p = e.path();
-        let is_dir = fs::symlink_metadata(&p).map(|m| m.is_dir()).unwrap_or(false);
+        let is_dir = fs::symlink_metadata(&p)
+            .map(|m| m.is_dir())
+            .unwrap_or(false);
         let res = if is_dir {
             fs::remove_dir_all(&p)
         } else {
@@ -181,7 +182,10 @@ mod tests {
         fs::write(&f, b"x").unwrap();
         assert!(check_target(&f).unwrap_err().0.contains("not a directory"));
         let missing = t.path().join("nope");
-        assert!(check_target(&missing).unwrap_err().0.contains("does not exist"));
+        assert!(check_target(&missing)
+            .unwrap_err()
+            .0
+            .contains("does not exist"));
         let link = t.path().join("link");
         std::os::unix::fs::symlink(t.path(), &link).unwrap();
         assert!(check_target(&link).unwrap_err().0.contains("symlink"));

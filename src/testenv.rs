@@ -1,7 +1,7 @@
 //! Test support: root-only tests say when they skip, and fail instead when
 //! `STALLSCOPE_REQUIRE_ROOT_TESTS=1` (CI runs as root and sets it).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 pub const REQUIRE_VAR: &str = "STALLSCOPE_REQUIRE_ROOT_TESTS";
@@ -33,7 +33,13 @@ impl TmpfsMount {
     pub fn new(size: &str) -> std::io::Result<TmpfsMount> {
         let dir = tempfile::tempdir_in("/var/tmp")?;
         let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "stallscope-test"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "stallscope-test",
+            ])
             .arg(dir.path())
             .status()?;
         if !st.success() {
@@ -44,10 +50,6 @@ impl TmpfsMount {
 
     pub fn path(&self) -> &Path {
         self.dir.path()
-    }
-
-    pub fn path_buf(&self) -> PathBuf {
-        self.dir.path().to_path_buf()
     }
 }
 

@@ -116,7 +116,12 @@ impl From<ByteSize> for String {
 impl fmt::Display for ByteSize {
     /// Exact when possible (`32MiB`), so a printed value parses back to itself.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let units = [(1u64 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        let units = [
+            (1u64 << 40, "TiB"),
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+        ];
         for (m, u) in units {
             if self.0 >= m && self.0 % m == 0 {
                 return write!(f, "{}{u}", self.0 / m);
@@ -171,7 +176,10 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!("10s".parse::<Dur>().unwrap().0, Duration::from_secs(10));
-        assert_eq!("500ms".parse::<Dur>().unwrap().0, Duration::from_millis(500));
+        assert_eq!(
+            "500ms".parse::<Dur>().unwrap().0,
+            Duration::from_millis(500)
+        );
         assert_eq!("2m".parse::<Dur>().unwrap().0, Duration::from_secs(120));
         assert_eq!("3".parse::<Dur>().unwrap().0, Duration::from_secs(3));
         for bad in ["10x", "s", "", "-5s", "1e99h"] {

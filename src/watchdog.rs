@@ -48,7 +48,10 @@ impl Watchdog {
                         if now.saturating_sub(start) < thr {
                             continue;
                         }
-                        if reported.iter().any(|r| (r.0, r.1, r.2) == (s.target, s.thread, start)) {
+                        if reported
+                            .iter()
+                            .any(|r| (r.0, r.1, r.2) == (s.target, s.thread, start))
+                        {
                             continue;
                         }
                         reported.push((s.target, s.thread, start));

@@ -133,7 +133,11 @@ impl Workload for JournalWriter {
             let h = self.j.head.load(Acquire);
             let off = h % size;
             // A record never wraps: skip the tail if it does not fit.
-            let need = if off + len > size { size - off + len } else { len };
+            let need = if off + len > size {
+                size - off + len
+            } else {
+                len
+            };
             if h + need - self.j.committed.load(Acquire) > size {
                 if kind == OpKind::Write {
                     kind = OpKind::JournalWait;
@@ -210,7 +214,9 @@ pub(super) fn committer_loop(ctx: &ThreadCtx, j: Arc<Journal>) {
     let period = ctx.spec.commit_interval;
     let mut last = Instant::now();
     while !ctx.stop.load(Relaxed) {
-        let wait = period.saturating_sub(last.elapsed()).min(Duration::from_millis(50));
+        let wait = period
+            .saturating_sub(last.elapsed())
+            .min(Duration::from_millis(50));
         match j.kick_rx.recv_timeout(wait) {
             Ok(()) => {}
             Err(RecvTimeoutError::Timeout) if last.elapsed() >= period => {}

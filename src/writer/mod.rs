@@ -127,7 +127,9 @@ impl Engine {
                 for t in 0..spec.threads {
                     let c = ctx(t, &mut eng);
                     let w = journal::JournalWriter::new(shared.clone(), spec, t, stop.clone())?;
-                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| writer_loop(c, w));
+                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
+                        writer_loop(c, w)
+                    });
                 }
                 let c = ctx(sync_thread, &mut eng);
                 eng.spawn(format!("ss-commit{}", spec.target), c, move |c| {
@@ -141,22 +143,44 @@ impl Engine {
                     _ => LogKind::Direct,
                 };
                 let sync_on = spec.sync != SyncPolicy::None;
-                let log = Arc::new(SegmentLog::create(
-                    &spec.dir,
-                    kind,
-                    spec.segment_size,
-                    spec.disk_budget,
-                    sync_on,
-                )?);
+                // The commitlog shapes share one log; buffered writers each
+                // append to their own files, as independent write() streams do.
+                let n_logs = if kind == LogKind::Buffered {
+                    spec.threads
+                } else {
+                    1
+                };
+                let logs = (0..n_logs)
+                    .map(|i| {
+                        let prefix = if n_logs > 1 {
+                            format!("w{i}-")
+                        } else {
+                            String::new()
+                        };
+                        let budget = spec.disk_budget / n_logs as u64;
+                        SegmentLog::create(
+                            &spec.dir,
+                            &prefix,
+                            kind,
+                            spec.segment_size,
+                            budget,
+                            sync_on,
+                        )
+                        .map(Arc::new)
+                    })
+                    .collect::<io::Result<Vec<_>>>()?;
                 for t in 0..spec.threads {
                     let c = ctx(t, &mut eng);
-                    let w = LogWriter::new(log.clone(), kind, spec.record_size, t);
-                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| writer_loop(c, w));
+                    let log = logs[t as usize % logs.len()].clone();
+                    let w = LogWriter::new(log, kind, spec.record_size, t);
+                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
+                        writer_loop(c, w)
+                    });
                 }
                 if let SyncPolicy::Periodic(period) = spec.sync {
                     let c = ctx(sync_thread, &mut eng);
                     eng.spawn(format!("ss-sync{}", spec.target), c, move |c| {
-                        periodic_sync_loop(c, log, period)
+                        periodic_sync_loop(c, logs, period)
                     });
                 }
             }
@@ -178,7 +202,11 @@ impl Engine {
                         .map(|s| s.to_string())
                         .or_else(|| p.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "unknown panic".into());
-                    report(&ctx, EventKind::WriterError, format!("thread {} panicked: {what}", ctx.thread));
+                    report(
+                        &ctx,
+                        EventKind::WriterError,
+                        format!("thread {} panicked: {what}", ctx.thread),
+                    );
                 }
             })
             .expect("spawn writer thread");
@@ -238,7 +266,10 @@ fn check_o_direct(dir: &Path) -> anyhow::Result<()> {
             ))
             .into())
         }
-        Err(e) => Err(anyhow::anyhow!("cannot create files in {}: {e}", dir.display())),
+        Err(e) => Err(anyhow::anyhow!(
+            "cannot create files in {}: {e}",
+            dir.display()
+        )),
     }
 }
 
@@ -355,7 +386,7 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
 }
 
 /// Cassandra's periodic commitlog service: sync everything every period.
-fn periodic_sync_loop(ctx: &ThreadCtx, log: Arc<SegmentLog>, period: Duration) {
+fn periodic_sync_loop(ctx: &ThreadCtx, logs: Vec<Arc<SegmentLog>>, period: Duration) {
     let mut rec = Recorder::new(
         ctx.spec.target,
         ctx.thread,
@@ -369,7 +400,7 @@ fn periodic_sync_loop(ctx: &ThreadCtx, log: Arc<SegmentLog>, period: Duration) {
             break;
         }
         let s = rec.begin(OpKind::Sync);
-        match log.sync_all() {
+        match logs.iter().try_for_each(|l| l.sync_all()) {
             Ok(()) => rec.end(s, OpKind::Sync, 0),
             Err(e) => {
                 rec.inflight.leave();

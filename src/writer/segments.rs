@@ -69,6 +69,8 @@ struct RollState {
 /// The shared log of one target.
 pub struct SegmentLog {
     dir: PathBuf,
+    /// File name prefix, so several logs can share a folder.
+    prefix: String,
     kind: LogKind,
     seg_size: u64,
     /// Keep at most this many segments (the budget).
@@ -94,7 +96,11 @@ impl Drop for Pin<'_> {
 impl Pin<'_> {
     fn seg(&self) -> &Segment {
         // SAFETY: a pinned slot is ACTIVE or FULL and its segment stays set.
-        unsafe { (*self.slot.seg.get()).as_ref().expect("pinned slot has a segment") }
+        unsafe {
+            (*self.slot.seg.get())
+                .as_ref()
+                .expect("pinned slot has a segment")
+        }
     }
 }
 
@@ -102,6 +108,7 @@ impl SegmentLog {
     /// Creates the log and its first segment in `dir` (our scratch folder).
     pub fn create(
         dir: &Path,
+        prefix: &str,
         kind: LogKind,
         seg_size: u64,
         budget: u64,
@@ -119,6 +126,7 @@ impl SegmentLog {
             .collect();
         let log = SegmentLog {
             dir: dir.to_path_buf(),
+            prefix: prefix.to_string(),
             kind,
             seg_size,
             keep,
@@ -194,14 +202,21 @@ impl SegmentLog {
                     };
                     Ok(())
                 }
-                None => seg.file.write_all_at(buf, off),
+                None => {
+                    seg.file.write_all_at(buf, off)?;
+                    self.bytes_on_disk.fetch_add(len, Relaxed);
+                    Ok(())
+                }
             };
         }
     }
 
     /// Rolls to a new segment unless another thread already did.
     fn roll_from(&self, full_idx: usize) -> io::Result<()> {
-        let mut st = self.roll.lock().map_err(|_| io::Error::other("roll mutex poisoned"))?;
+        let mut st = self
+            .roll
+            .lock()
+            .map_err(|_| io::Error::other("roll mutex poisoned"))?;
         if self.active.load(Acquire) != full_idx {
             return Ok(());
         }
@@ -256,11 +271,16 @@ impl SegmentLog {
     }
 
     fn segment_len(&self, seg: &Segment) -> u64 {
-        seg.file.metadata().map(|m| m.len()).unwrap_or(self.seg_size)
+        seg.file
+            .metadata()
+            .map(|m| m.len())
+            .unwrap_or(self.seg_size)
     }
 
     fn open_segment(&self, st: &mut RollState, idx: usize) -> io::Result<()> {
-        let path = self.dir.join(format!("seg-{:06}.log", st.next_seq));
+        let path = self
+            .dir
+            .join(format!("{}seg-{:06}.log", self.prefix, st.next_seq));
         st.next_seq += 1;
         let mut oo = OpenOptions::new();
         oo.read(true)
@@ -322,13 +342,6 @@ impl SegmentLog {
         Ok(())
     }
 
-    /// Track growth of non-mmap segments for the footprint figure.
-    pub fn note_appended(&self, bytes: u64) {
-        if self.kind != LogKind::Mmap {
-            self.bytes_on_disk.fetch_add(bytes, Relaxed);
-        }
-    }
-
     /// Number of segments currently on disk.
     pub fn live_segments(&self) -> usize {
         self.roll.lock().map(|s| s.live.len()).unwrap_or(0)
@@ -360,7 +373,7 @@ mod tests {
         for kind in [LogKind::Mmap, LogKind::Buffered] {
             let t = tempfile::tempdir().unwrap();
             // 4 KiB segments, budget of 3 segments, 1000-byte records: 4 per segment.
-            let log = SegmentLog::create(t.path(), kind, 4096, 3 * 4096, false).unwrap();
+            let log = SegmentLog::create(t.path(), "", kind, 4096, 3 * 4096, false).unwrap();
             let rec = [7u8; 1000];
             for _ in 0..4 {
                 log.append(&rec).unwrap();
@@ -389,7 +402,7 @@ mod tests {
     #[test]
     fn concurrent_appends_all_land() {
         let t = tempfile::tempdir().unwrap();
-        let log = SegmentLog::create(t.path(), LogKind::Mmap, 64 << 10, 1 << 30, true).unwrap();
+        let log = SegmentLog::create(t.path(), "", LogKind::Mmap, 64 << 10, 1 << 30, true).unwrap();
         std::thread::scope(|s| {
             for th in 0..4u8 {
                 let log = &log;
@@ -405,7 +418,10 @@ mod tests {
         let mut total = 0usize;
         for e in std::fs::read_dir(t.path()).unwrap() {
             let data = std::fs::read(e.unwrap().path()).unwrap();
-            total += data.chunks(100).filter(|c| c.len() == 100 && c[0] != 0).count();
+            total += data
+                .chunks(100)
+                .filter(|c| c.len() == 100 && c[0] != 0)
+                .count();
         }
         assert_eq!(total, 4 * 5000);
     }
@@ -413,7 +429,7 @@ mod tests {
     #[test]
     fn unsynced_segments_are_synced_before_deletion() {
         let t = tempfile::tempdir().unwrap();
-        let log = SegmentLog::create(t.path(), LogKind::Mmap, 4096, 2 * 4096, true).unwrap();
+        let log = SegmentLog::create(t.path(), "", LogKind::Mmap, 4096, 2 * 4096, true).unwrap();
         for _ in 0..40 {
             log.append(&[1u8; 1000]).unwrap();
         }

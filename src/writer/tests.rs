@@ -34,15 +34,22 @@ fn watchdog_reports_a_stall_before_the_op_returns() {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut seen = None;
     while Instant::now() < deadline && seen.is_none() {
-        if let Ok(Msg::StallInProgress { thread, op, start_ns, .. }) =
-            rx.recv_timeout(Duration::from_millis(100))
+        if let Ok(Msg::StallInProgress {
+            thread,
+            op,
+            start_ns,
+            ..
+        }) = rx.recv_timeout(Duration::from_millis(100))
         {
             seen = Some((thread, op, start_ns));
         }
     }
     let (thread, op, start_ns) = seen.expect("watchdog reported the held op");
     assert_eq!((thread, op), (0, OpKind::Write));
-    assert!(spec.hold.load(Relaxed), "reported while the op was still blocked");
+    assert!(
+        spec.hold.load(Relaxed),
+        "reported while the op was still blocked"
+    );
     // Release: the finished op arrives as a stall event with the same start.
     spec.hold.store(false, Relaxed);
     let mut finished = None;
@@ -93,7 +100,10 @@ fn every_mode_writes_and_hands_over_counts() {
         assert!(syncs > 0, "{mode}: sync ops timed");
         // Footprint stays within the budget (plus the journal in journal mode).
         let used: u64 = walk(dir.path());
-        assert!(used <= (8 << 20) + (1 << 20) + (64 << 10) * 4, "{mode}: {used} bytes");
+        assert!(
+            used <= (8 << 20) + (1 << 20) + (64 << 10) * 4,
+            "{mode}: {used} bytes"
+        );
     }
 }
 

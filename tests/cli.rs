@@ -1,0 +1,302 @@
+//! The binary as a person runs it: the must-show commands, bad input,
+//! and cleanup on signals.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stallscope"))
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".stallscope-"))
+        .collect()
+}
+
+fn lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn jsonl_run_in_every_mode_leaves_nothing_behind() {
+    // mmap and buffered on tmpfs and ext4; direct and journal on ext4.
+    // Each run gets its own directory: they run side by side.
+    let runs = [
+        ("mmap", "/dev/shm"),
+        ("buffered", "/dev/shm"),
+        ("mmap", "/var/tmp"),
+        ("buffered", "/var/tmp"),
+        ("direct", "/var/tmp"),
+        ("journal", "/var/tmp"),
+    ];
+    let dirs: Vec<_> = runs
+        .iter()
+        .map(|(_, base)| tempfile::tempdir_in(base).unwrap())
+        .collect();
+    let children: Vec<_> = runs
+        .iter()
+        .zip(&dirs)
+        .map(|((mode, _), dir)| {
+            let dir = dir.path();
+            let child = bin()
+                .args(["run", "--mode", mode, "--threads", "4", "--duration", "5s"])
+                .args(["--format", "jsonl", "--target"])
+                .arg(dir)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (mode, dir, child)
+        })
+        .collect();
+    for (mode, dir, child) in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ls = lines(&out);
+        let intervals: Vec<&Value> = ls.iter().filter(|l| l["type"] == "interval").collect();
+        assert!(
+            intervals.len() >= 4,
+            "{mode}: {} interval lines",
+            intervals.len()
+        );
+        for l in &intervals {
+            for f in [
+                "t_s",
+                "target",
+                "fs",
+                "mode",
+                "threads",
+                "ops",
+                "ops_per_s",
+                "mib_per_s",
+                "stalls",
+            ] {
+                assert!(!l[f].is_null(), "{mode}: interval lacks {f}: {l}");
+            }
+            for f in ["mean", "p50", "p95", "p99", "p999", "max"] {
+                assert!(l["lat_us"][f].is_number(), "{mode}: lat_us.{f}");
+            }
+            assert_eq!(l["mode"], *mode);
+            assert_eq!(l["threads"], 4);
+        }
+        assert!(
+            intervals.iter().any(|l| l["ops"].as_u64().unwrap() > 0),
+            "{mode}: wrote nothing"
+        );
+        let sums: Vec<&Value> = ls.iter().filter(|l| l["type"] == "summary").collect();
+        assert_eq!(sums.len(), 1, "{mode}: one summary");
+        for f in ["duration_s", "ops", "mib_per_s", "stalls", "stall_ms"] {
+            assert!(sums[0][f].is_number(), "{mode}: summary lacks {f}");
+        }
+        assert!(sums[0]["lat_us"]["p999"].is_number());
+        // The summary's ops are the whole run's: at least the interval lines' sum.
+        let sum_ops: u64 = intervals.iter().map(|l| l["ops"].as_u64().unwrap()).sum();
+        assert!(sums[0]["ops"].as_u64().unwrap() >= sum_ops);
+        assert!(
+            leftovers(dir).is_empty(),
+            "{mode}: left {:?}",
+            leftovers(dir)
+        );
+    }
+}
+
+fn expect_usage_error(args: &[&str], needle: &str, dir: &Path) {
+    let out = bin().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr lacks {needle:?}: {err}"
+    );
+    assert!(leftovers(dir).is_empty(), "{args:?} left files");
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2_and_nothing_left() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().to_str().unwrap();
+    let file = t.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let missing = t.path().join("missing");
+    let cfg = t.path().join("bad.toml");
+    std::fs::write(&cfg, "threads = 2\nthreadz = 3\n").unwrap();
+    let short = ["run", "--duration", "1s", "--target"];
+    expect_usage_error(
+        &[&short[..], &[missing.to_str().unwrap()]].concat(),
+        "does not exist",
+        t.path(),
+    );
+    expect_usage_error(
+        &[&short[..], &[file.to_str().unwrap()]].concat(),
+        "not a directory",
+        t.path(),
+    );
+    expect_usage_error(
+        &[&short[..], &[d, "--record-size", "0"]].concat(),
+        "--record-size 0",
+        t.path(),
+    );
+    expect_usage_error(
+        &[&short[..], &[d, "--record-size", "64MiB"]].concat(),
+        "64MiB",
+        t.path(),
+    );
+    expect_usage_error(
+        &[&short[..], &[d, "--mode", "fsync"]].concat(),
+        "fsync",
+        t.path(),
+    );
+    expect_usage_error(
+        &[&short[..], &[d, "--segment-size", "10x"]].concat(),
+        "10x",
+        t.path(),
+    );
+    expect_usage_error(
+        &["run", "--duration", "10x", "--target", d],
+        "10x",
+        t.path(),
+    );
+    expect_usage_error(
+        &["--config", cfg.to_str().unwrap(), "run", "--target", d],
+        "threadz",
+        t.path(),
+    );
+    // The config error names the line too.
+    let out = bin()
+        .args(["--config", cfg.to_str().unwrap(), "run"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+    // One line, not a backtrace or a wall of help.
+    let out = bin()
+        .args([&short[..], &[d, "--record-size", "0"]].concat())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim().lines().count(),
+        1
+    );
+}
+
+#[test]
+fn direct_on_a_filesystem_without_o_direct_is_refused() {
+    if unsafe_geteuid() != 0 {
+        skip(
+            "direct_on_a_filesystem_without_o_direct_is_refused",
+            "needs root to mount ramfs",
+        );
+        return;
+    }
+    // tmpfs accepts O_DIRECT since Linux 6.6; ramfs still refuses it.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "ramfs", "ssramfs"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = bin()
+        .args(["run", "--mode", "direct", "--duration", "1s", "--target"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let left = leftovers(dir.path());
+    Command::new("umount").arg(dir.path()).status().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ramfs refuses O_DIRECT"), "{err}");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+fn unsafe_geteuid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+fn skip(test: &str, why: &str) {
+    if std::env::var("STALLSCOPE_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
+        panic!("{test}: cannot run ({why}) but STALLSCOPE_REQUIRE_ROOT_TESTS=1 forbids skipping");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+#[test]
+fn signals_stop_cleanly_with_summary_and_no_scratch() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let t = tempfile::tempdir().unwrap();
+        let child = bin()
+            .args(["run", "--mode", "mmap", "--format", "jsonl", "--target"])
+            .arg(t.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // Wait until the scratch folder exists, then signal.
+        let start = Instant::now();
+        while leftovers(t.path()).is_empty() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(leftovers(t.path()).len(), 1, "scratch exists while running");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, sig) };
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "signal {sig}: {:?}", out.status);
+        let ls = lines(&out);
+        assert!(
+            ls.iter().any(|l| l["type"] == "summary"),
+            "signal {sig}: summary printed"
+        );
+        assert!(
+            leftovers(t.path()).is_empty(),
+            "signal {sig}: scratch removed"
+        );
+    }
+}
+
+#[test]
+fn stale_scratch_of_a_dead_run_is_removed_with_a_message() {
+    let t = tempfile::tempdir().unwrap();
+    let stale = t.path().join(".stallscope-4194311");
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("seg-000000.log"), b"x").unwrap();
+    let out = bin()
+        .args(["run", "--duration", "1s", "--mode", "buffered", "--target"])
+        .arg(t.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("removed stale scratch"));
+    assert!(!stale.exists());
+}
+
+#[test]
+fn default_target_says_which_filesystem() {
+    let t = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["run", "--duration", "1s", "--mode", "buffered"])
+        .env("TMPDIR", t.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no --target given") && err.contains(t.path().to_str().unwrap()),
+        "{err}"
+    );
+    assert!(err.contains(" on "), "names fs and device: {err}");
+    assert!(leftovers(t.path()).is_empty());
+}
