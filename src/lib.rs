@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod kernel;
 pub mod measure;
 pub mod mounts;
 pub mod output;

@@ -1,0 +1,1 @@
+//! /proc and /sys samplers (filled in by the kernel-correlation work).

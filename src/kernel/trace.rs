@@ -1,0 +1,1 @@
+//! tracefs writeback events (filled in by the kernel-correlation work).
