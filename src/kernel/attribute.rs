@@ -1,0 +1,334 @@
+//! Why a stall happened: a pure function from what we know about the stalled
+//! op (its kind, the stalled thread's trace events during it, the kernel
+//! counters of the intervals it spans) to a cause, a confidence and the
+//! evidence. Kept free of I/O so every rule is unit-tested.
+
+use crate::config::Mode;
+use crate::measure::OpKind;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The thread slept in balance_dirty_pages (dirty-page throttling).
+    DirtyThrottle,
+    /// The thread waited for a page under writeback.
+    WritebackWait,
+    /// The op was (or waited for) msync / fdatasync / syncfs.
+    Sync,
+    /// Journal mode: no room in the journal until the next commit.
+    JournalFull,
+    /// No throttling or waits seen, but the device was saturated.
+    Device,
+    Unknown,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 6] = [
+        Cause::DirtyThrottle,
+        Cause::WritebackWait,
+        Cause::Sync,
+        Cause::JournalFull,
+        Cause::Device,
+        Cause::Unknown,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::DirtyThrottle => "dirty_throttle",
+            Cause::WritebackWait => "writeback_wait",
+            Cause::Sync => "sync",
+            Cause::JournalFull => "journal_full",
+            Cause::Device => "device",
+            Cause::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Seen directly: the op kind, or the thread's own trace events.
+    High,
+    /// Inferred from system-wide counters (no tracing).
+    Low,
+}
+
+/// What tracing saw of the stalled thread during the stall.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadTrace {
+    pub throttle_events: u64,
+    pub pause_ms: u64,
+    pub max_pause_ms: u64,
+    /// From the last throttle event: global dirty and limit pages.
+    pub dirty_pages: Option<u64>,
+    pub limit_pages: Option<u64>,
+    pub setpoint_pages: Option<u64>,
+    pub wb_waits: u64,
+    pub bdi: Option<String>,
+}
+
+/// Kernel counters over the intervals the stall spans (worst values).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    pub dirty_kib: Option<u64>,
+    pub dirty_thresh_kib: Option<u64>,
+    pub dirty_bg_thresh_kib: Option<u64>,
+    pub util_pct: Option<f64>,
+    pub w_await_ms: Option<f64>,
+    pub inflight: Option<u64>,
+}
+
+/// Everything attribution looks at.
+#[derive(Clone, Debug)]
+pub struct StallFacts<'a> {
+    pub op: OpKind,
+    pub mode: Mode,
+    pub dur_ms: f64,
+    /// None when tracing is unavailable; Some (maybe empty) when it ran.
+    pub trace: Option<&'a ThreadTrace>,
+    pub counters: &'a Counters,
+}
+
+/// The evidence behind a cause; only the fields that apply are set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle_events: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pause_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dirty_pages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_pages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setpoint_pages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wb_waits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bdi: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_op: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dirty_kib: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle_start_kib: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub util_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub w_await_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inflight: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attribution {
+    pub cause: Cause,
+    pub confidence: Confidence,
+    pub evidence: Evidence,
+}
+
+/// A device this busy, or with this deep a queue, is saturated.
+pub const BUSY_UTIL_PCT: f64 = 90.0;
+pub const DEEP_QUEUE: u64 = 32;
+
+/// The sync call a mode makes.
+pub fn sync_call(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Mmap => "msync",
+        Mode::Buffered | Mode::Direct => "fdatasync",
+        Mode::Journal => "syncfs",
+    }
+}
+
+/// Where the kernel starts throttling dirtiers: halfway between the
+/// background and the hard threshold (the "freerun" ceiling).
+pub fn throttle_start_kib(c: &Counters) -> Option<u64> {
+    Some((c.dirty_thresh_kib? + c.dirty_bg_thresh_kib?) / 2)
+}
+
+pub fn attribute(f: &StallFacts) -> Attribution {
+    let high = |cause, evidence| Attribution {
+        cause,
+        confidence: Confidence::High,
+        evidence,
+    };
+    match f.op {
+        OpKind::Sync => {
+            return high(
+                Cause::Sync,
+                Evidence {
+                    sync_op: Some(sync_call(f.mode).into()),
+                    sync_ms: Some(f.dur_ms),
+                    ..Evidence::default()
+                },
+            )
+        }
+        OpKind::JournalWait => return high(Cause::JournalFull, Evidence::default()),
+        OpKind::Write => {}
+    }
+    let c = f.counters;
+    if let Some(t) = f.trace {
+        if t.throttle_events > 0 && t.pause_ms > 0 {
+            return high(
+                Cause::DirtyThrottle,
+                Evidence {
+                    throttle_events: Some(t.throttle_events),
+                    pause_ms: Some(t.pause_ms),
+                    max_pause_ms: Some(t.max_pause_ms),
+                    dirty_pages: t.dirty_pages,
+                    limit_pages: t.limit_pages,
+                    setpoint_pages: t.setpoint_pages,
+                    bdi: t.bdi.clone(),
+                    ..Evidence::default()
+                },
+            );
+        }
+        if t.wb_waits > 0 {
+            return high(
+                Cause::WritebackWait,
+                Evidence {
+                    wb_waits: Some(t.wb_waits),
+                    bdi: t.bdi.clone(),
+                    ..Evidence::default()
+                },
+            );
+        }
+    } else if let (Some(d), Some(start)) = (c.dirty_kib, throttle_start_kib(c)) {
+        if d >= start {
+            return Attribution {
+                cause: Cause::DirtyThrottle,
+                confidence: Confidence::Low,
+                evidence: Evidence {
+                    dirty_kib: Some(d),
+                    throttle_start_kib: Some(start),
+                    ..Evidence::default()
+                },
+            };
+        }
+    }
+    let busy = c.util_pct.is_some_and(|u| u >= BUSY_UTIL_PCT)
+        || c.inflight.is_some_and(|q| q >= DEEP_QUEUE);
+    if busy {
+        return Attribution {
+            cause: Cause::Device,
+            // With tracing we know the thread was not throttled nor waiting.
+            confidence: if f.trace.is_some() {
+                Confidence::High
+            } else {
+                Confidence::Low
+            },
+            evidence: Evidence {
+                util_pct: c.util_pct,
+                w_await_ms: c.w_await_ms,
+                inflight: c.inflight,
+                ..Evidence::default()
+            },
+        };
+    }
+    Attribution {
+        cause: Cause::Unknown,
+        confidence: Confidence::Low,
+        evidence: Evidence {
+            dirty_kib: c.dirty_kib,
+            util_pct: c.util_pct,
+            ..Evidence::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts<'a>(op: OpKind, trace: Option<&'a ThreadTrace>, c: &'a Counters) -> StallFacts<'a> {
+        StallFacts {
+            op,
+            mode: Mode::Mmap,
+            dur_ms: 650.0,
+            trace,
+            counters: c,
+        }
+    }
+
+    #[test]
+    fn op_kind_decides_sync_and_journal() {
+        let c = Counters::default();
+        let a = attribute(&facts(OpKind::Sync, None, &c));
+        assert_eq!((a.cause, a.confidence), (Cause::Sync, Confidence::High));
+        assert_eq!(a.evidence.sync_op.as_deref(), Some("msync"));
+        assert_eq!(a.evidence.sync_ms, Some(650.0));
+        let a = attribute(&facts(OpKind::JournalWait, None, &c));
+        assert_eq!(a.cause, Cause::JournalFull);
+    }
+
+    #[test]
+    fn trace_pause_is_high_confidence_throttle() {
+        let t = ThreadTrace {
+            throttle_events: 4,
+            pause_ms: 600,
+            max_pause_ms: 200,
+            dirty_pages: Some(70000),
+            limit_pages: Some(65536),
+            ..ThreadTrace::default()
+        };
+        let c = Counters {
+            util_pct: Some(100.0),
+            ..Counters::default()
+        };
+        let a = attribute(&facts(OpKind::Write, Some(&t), &c));
+        assert_eq!((a.cause, a.confidence), (Cause::DirtyThrottle, Confidence::High));
+        assert_eq!(a.evidence.pause_ms, Some(600));
+        assert_eq!(a.evidence.limit_pages, Some(65536));
+    }
+
+    #[test]
+    fn trace_waits_then_device_then_unknown() {
+        let c = Counters::default();
+        let t = ThreadTrace {
+            wb_waits: 3,
+            bdi: Some("7:1".into()),
+            ..ThreadTrace::default()
+        };
+        let a = attribute(&facts(OpKind::Write, Some(&t), &c));
+        assert_eq!(a.cause, Cause::WritebackWait);
+        let empty = ThreadTrace::default();
+        let busy = Counters {
+            util_pct: Some(97.0),
+            w_await_ms: Some(80.0),
+            ..Counters::default()
+        };
+        let a = attribute(&facts(OpKind::Write, Some(&empty), &busy));
+        assert_eq!((a.cause, a.confidence), (Cause::Device, Confidence::High));
+        assert_eq!(a.evidence.w_await_ms, Some(80.0));
+        let a = attribute(&facts(OpKind::Write, Some(&empty), &c));
+        assert_eq!(a.cause, Cause::Unknown);
+    }
+
+    #[test]
+    fn without_trace_counters_give_low_confidence() {
+        let c = Counters {
+            dirty_kib: Some(200 << 10),
+            dirty_thresh_kib: Some(256 << 10),
+            dirty_bg_thresh_kib: Some(64 << 10),
+            ..Counters::default()
+        };
+        let a = attribute(&facts(OpKind::Write, None, &c));
+        assert_eq!((a.cause, a.confidence), (Cause::DirtyThrottle, Confidence::Low));
+        assert_eq!(a.evidence.throttle_start_kib, Some(160 << 10));
+        let below = Counters {
+            dirty_kib: Some(100 << 10),
+            ..c.clone()
+        };
+        assert_eq!(attribute(&facts(OpKind::Write, None, &below)).cause, Cause::Unknown);
+        let queue = Counters {
+            inflight: Some(64),
+            ..below
+        };
+        let a = attribute(&facts(OpKind::Write, None, &queue));
+        assert_eq!((a.cause, a.confidence), (Cause::Device, Confidence::Low));
+    }
+}
