@@ -272,6 +272,8 @@ mod tests {
             hist,
             sync_hist: new_histogram(),
             stalls: Vec::new(),
+            minflt: 0,
+            majflt: 0,
         }))
     }
 

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod kernel;
+pub mod lab;
 pub mod measure;
 pub mod mounts;
 pub mod output;

@@ -24,15 +24,30 @@ pub fn new_histogram() -> Histogram<u64> {
 }
 
 /// The monotonic clock of one run; times are nanoseconds since its start.
+/// `mono_base_ns` is CLOCK_MONOTONIC at the start, to place kernel trace
+/// timestamps (trace_clock=mono) on the same axis.
 #[derive(Clone, Copy, Debug)]
-pub struct Clock(Instant);
+pub struct Clock(Instant, u64);
+
+/// CLOCK_MONOTONIC in nanoseconds (what `Instant` and trace_clock=mono use).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 impl Clock {
     pub fn new() -> Self {
-        Clock(Instant::now())
+        let i = Instant::now();
+        Clock(i, mono_ns())
     }
-    pub fn at(start: Instant) -> Self {
-        Clock(start)
+    /// Converts a CLOCK_MONOTONIC time to run time (0 if before the start).
+    pub fn from_mono(&self, mono: u64) -> u64 {
+        mono.saturating_sub(self.1)
     }
     #[inline]
     pub fn now_ns(&self) -> u64 {
@@ -59,6 +74,9 @@ pub enum OpKind {
     Sync,
     /// Journal mode: waiting for room in a full journal before the write.
     JournalWait,
+    /// A write that had to wait for a free segment: the disk budget was
+    /// full and the oldest segment had to be synced before it could go.
+    SegmentWait,
 }
 
 impl OpKind {
@@ -67,6 +85,7 @@ impl OpKind {
             OpKind::Write => "write",
             OpKind::Sync => "sync",
             OpKind::JournalWait => "journal_wait",
+            OpKind::SegmentWait => "segment_wait",
         }
     }
     fn code(self) -> u64 {
@@ -74,6 +93,7 @@ impl OpKind {
             OpKind::Write => 1,
             OpKind::Sync => 2,
             OpKind::JournalWait => 3,
+            OpKind::SegmentWait => 4,
         }
     }
     fn from_code(c: u64) -> Option<OpKind> {
@@ -81,6 +101,7 @@ impl OpKind {
             1 => Some(OpKind::Write),
             2 => Some(OpKind::Sync),
             3 => Some(OpKind::JournalWait),
+            4 => Some(OpKind::SegmentWait),
             _ => None,
         }
     }
@@ -110,18 +131,31 @@ pub struct Batch {
     /// Latency of sync ops, µs.
     pub sync_hist: Histogram<u64>,
     pub stalls: Vec<StallEvent>,
+    /// Page faults of this thread since its previous batch (getrusage).
+    pub minflt: u64,
+    pub majflt: u64,
 }
 
 /// A thread's published "I am inside an op since…": 0 when idle, else
-/// `(start_ns + 1) << 2 | kind`. Written by the writer, read by the watchdog.
+/// `(start_ns + 1) << 3 | kind`. Written by the writer, read by the watchdog.
 #[derive(Debug, Default)]
-pub struct InFlight(AtomicU64);
+pub struct InFlight(AtomicU64, std::sync::atomic::AtomicU32);
 
 impl InFlight {
+    /// The kernel thread id of the thread that owns this slot (0 = not started).
+    pub fn tid(&self) -> u32 {
+        self.1.load(Ordering::Acquire)
+    }
+    /// Called once by the owning thread.
+    pub fn set_tid_to_current(&self) {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        self.1.store(tid, Ordering::Release);
+    }
     #[inline]
     pub fn enter(&self, start_ns: u64, kind: OpKind) {
         self.0
-            .store(((start_ns + 1) << 2) | kind.code(), Ordering::Release);
+            .store(((start_ns + 1) << 3) | kind.code(), Ordering::Release);
     }
     #[inline]
     pub fn leave(&self) {
@@ -133,7 +167,7 @@ impl InFlight {
         if v == 0 {
             return None;
         }
-        Some(((v >> 2) - 1, OpKind::from_code(v & 3)?))
+        Some(((v >> 3) - 1, OpKind::from_code(v & 7)?))
     }
 }
 
@@ -191,6 +225,7 @@ pub struct Recorder {
     spare: Receiver<Histogram<u64>>,
     cur: Batch,
     next_flush_ns: u64,
+    faults: (u64, u64),
     pub inflight: Arc<InFlight>,
 }
 
@@ -214,8 +249,10 @@ impl Recorder {
             spare: handover.spare,
             cur: fresh_batch(target, thread, 0, new_histogram(), new_histogram()),
             next_flush_ns: 0,
+            faults: thread_faults(),
             inflight,
         };
+        r.inflight.set_tid_to_current();
         r.cur.interval = now / interval_ns;
         r.next_flush_ns = r.flush_deadline(now);
         r
@@ -256,7 +293,7 @@ impl Recorder {
         let us = (dur / 1000).clamp(1, HIST_MAX_US);
         match kind {
             OpKind::Sync => self.cur.sync_hist.saturating_record(us),
-            OpKind::Write | OpKind::JournalWait => {
+            OpKind::Write | OpKind::JournalWait | OpKind::SegmentWait => {
                 self.cur.hist.saturating_record(us);
                 self.cur.ops += 1;
                 self.cur.bytes += bytes;
@@ -290,6 +327,10 @@ impl Recorder {
         let has_data =
             self.cur.ops > 0 || !self.cur.stalls.is_empty() || !self.cur.sync_hist.is_empty();
         if has_data {
+            let f = thread_faults();
+            self.cur.minflt = f.0 - self.faults.0;
+            self.cur.majflt = f.1 - self.faults.1;
+            self.faults = f;
             let hist = self.spare.try_recv().unwrap_or_else(|_| new_histogram());
             let sync_hist = self.spare.try_recv().unwrap_or_else(|_| new_histogram());
             let next = fresh_batch(self.target, self.thread, idx, hist, sync_hist);
@@ -338,5 +379,15 @@ fn fresh_batch(
         hist,
         sync_hist,
         stalls: Vec::with_capacity(STALLS_PER_BATCH),
+        minflt: 0,
+        majflt: 0,
     }
+}
+
+/// This thread's (minor, major) page faults so far.
+fn thread_faults() -> (u64, u64) {
+    // SAFETY: zeroed rusage is valid; RUSAGE_THREAD reports the caller.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    (ru.ru_minflt as u64, ru.ru_majflt as u64)
 }

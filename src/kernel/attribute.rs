@@ -168,6 +168,16 @@ pub fn attribute(f: &StallFacts) -> Attribution {
             )
         }
         OpKind::JournalWait => return high(Cause::JournalFull, Evidence::default()),
+        OpKind::SegmentWait => {
+            return high(
+                Cause::Sync,
+                Evidence {
+                    sync_op: Some(format!("{} (recycling a segment)", sync_call(f.mode))),
+                    sync_ms: Some(f.dur_ms),
+                    ..Evidence::default()
+                },
+            )
+        }
         OpKind::Write => {}
     }
     let c = f.counters;
@@ -280,7 +290,10 @@ mod tests {
             ..Counters::default()
         };
         let a = attribute(&facts(OpKind::Write, Some(&t), &c));
-        assert_eq!((a.cause, a.confidence), (Cause::DirtyThrottle, Confidence::High));
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::DirtyThrottle, Confidence::High)
+        );
         assert_eq!(a.evidence.pause_ms, Some(600));
         assert_eq!(a.evidence.limit_pages, Some(65536));
     }
@@ -317,13 +330,19 @@ mod tests {
             ..Counters::default()
         };
         let a = attribute(&facts(OpKind::Write, None, &c));
-        assert_eq!((a.cause, a.confidence), (Cause::DirtyThrottle, Confidence::Low));
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::DirtyThrottle, Confidence::Low)
+        );
         assert_eq!(a.evidence.throttle_start_kib, Some(160 << 10));
         let below = Counters {
             dirty_kib: Some(100 << 10),
             ..c.clone()
         };
-        assert_eq!(attribute(&facts(OpKind::Write, None, &below)).cause, Cause::Unknown);
+        assert_eq!(
+            attribute(&facts(OpKind::Write, None, &below)).cause,
+            Cause::Unknown
+        );
         let queue = Counters {
             inflight: Some(64),
             ..below

@@ -430,20 +430,27 @@ impl LogWriter {
 }
 
 impl Workload for LogWriter {
-    fn write(&mut self, _rec: &mut Recorder, _start: u64) -> io::Result<OpKind> {
-        match &mut self.block {
-            None => self.log.append(&self.record)?,
+    fn write(&mut self, rec: &mut Recorder, start: u64) -> io::Result<OpKind> {
+        let on_roll = || rec.inflight.enter(start, OpKind::SegmentWait);
+        let waited = match &mut self.block {
+            None => self.log.append(&self.record, on_roll)?,
             Some((buf, fill)) => {
                 let rs = self.record.len();
+                let mut waited = false;
                 if *fill + rs > buf.len() {
-                    self.log.append(buf.as_slice())?;
+                    waited = self.log.append(buf.as_slice(), on_roll)?;
                     *fill = 0;
                 }
                 buf.as_mut_slice()[*fill..*fill + rs].copy_from_slice(&self.record);
                 *fill += rs;
+                waited
             }
-        }
-        Ok(OpKind::Write)
+        };
+        Ok(if waited {
+            OpKind::SegmentWait
+        } else {
+            OpKind::Write
+        })
     }
 
     fn sync(&mut self) -> io::Result<()> {

@@ -64,6 +64,8 @@ struct RollState {
     /// Slots holding segments, oldest first (the active one last).
     live: VecDeque<usize>,
     next_seq: u64,
+    /// Whether the latest roll had to sync (threads that waited on it did too).
+    last_roll_synced: bool,
 }
 
 /// The shared log of one target.
@@ -136,6 +138,7 @@ impl SegmentLog {
             roll: Mutex::new(RollState {
                 live: VecDeque::new(),
                 next_seq: 0,
+                last_roll_synced: false,
             }),
             bytes_on_disk: AtomicU64::new(0),
         };
@@ -168,8 +171,11 @@ impl SegmentLog {
     }
 
     /// Appends `buf` as one record (or one aligned block in direct mode).
-    /// Never splits a record over two segments.
-    pub fn append(&self, buf: &[u8]) -> io::Result<()> {
+    /// Never splits a record over two segments. `on_roll` is called before
+    /// this thread waits for a new segment (so it can say so to the
+    /// watchdog). Returns true if the op had to wait for a segment sync.
+    pub fn append(&self, buf: &[u8], mut on_roll: impl FnMut()) -> io::Result<bool> {
+        let mut waited = false;
         let len = buf.len() as u64;
         loop {
             let idx = self.active.load(Acquire);
@@ -177,15 +183,15 @@ impl SegmentLog {
                 std::hint::spin_loop();
                 continue;
             };
-            if pin.slot.state.load(Acquire) != ACTIVE {
-                drop(pin);
-                self.roll_from(idx)?;
-                continue;
-            }
-            let off = pin.slot.cursor.fetch_add(len, Relaxed);
+            let off = if pin.slot.state.load(Acquire) == ACTIVE {
+                pin.slot.cursor.fetch_add(len, Relaxed)
+            } else {
+                u64::MAX - len
+            };
             if off + len > self.seg_size {
                 drop(pin);
-                self.roll_from(idx)?;
+                on_roll();
+                waited |= self.roll_from(idx)?;
                 continue;
             }
             let seg = pin.seg();
@@ -200,45 +206,51 @@ impl SegmentLog {
                             buf.len(),
                         )
                     };
-                    Ok(())
+                    Ok(waited)
                 }
                 None => {
                     seg.file.write_all_at(buf, off)?;
                     self.bytes_on_disk.fetch_add(len, Relaxed);
-                    Ok(())
+                    Ok(waited)
                 }
             };
         }
     }
 
-    /// Rolls to a new segment unless another thread already did.
-    fn roll_from(&self, full_idx: usize) -> io::Result<()> {
+    /// Rolls to a new segment unless another thread already did. Returns
+    /// true if a sync had to happen first (by us or the thread we waited on).
+    fn roll_from(&self, full_idx: usize) -> io::Result<bool> {
         let mut st = self
             .roll
             .lock()
             .map_err(|_| io::Error::other("roll mutex poisoned"))?;
         if self.active.load(Acquire) != full_idx {
-            return Ok(());
+            return Ok(st.last_roll_synced);
         }
         self.slots[full_idx].state.store(FULL, SeqCst);
         let next = (full_idx + 1) % self.slots.len();
-        self.make_room(&mut st, next)?;
-        self.open_segment(&mut st, next)
+        let synced = self.make_room(&mut st, next)?;
+        st.last_roll_synced = synced;
+        self.open_segment(&mut st, next)?;
+        Ok(synced)
     }
 
     /// Retires the oldest segments until the budget and the ring have room.
-    fn make_room(&self, st: &mut RollState, next: usize) -> io::Result<()> {
+    /// Returns true if it had to sync one first.
+    fn make_room(&self, st: &mut RollState, next: usize) -> io::Result<bool> {
+        let mut synced = false;
         loop {
             let over = st.live.len() >= self.keep;
             let ring_busy = self.slots[next].state.load(SeqCst) != FREE;
             if !over && !ring_busy {
-                return Ok(());
+                return Ok(synced);
             }
             let Some(&oldest) = st.live.front() else {
                 return Err(io::Error::other("segment ring exhausted"));
             };
             if self.sync_enabled && !self.slots[oldest].synced.load(Acquire) {
                 self.sync_slot(oldest)?;
+                synced = true;
             }
             if self.retire(oldest)? {
                 st.live.pop_front();
@@ -376,13 +388,13 @@ mod tests {
             let log = SegmentLog::create(t.path(), "", kind, 4096, 3 * 4096, false).unwrap();
             let rec = [7u8; 1000];
             for _ in 0..4 {
-                log.append(&rec).unwrap();
+                log.append(&rec, || {}).unwrap();
             }
             assert_eq!(files(t.path()), 1, "{kind:?}: four records fit one segment");
-            log.append(&rec).unwrap();
+            log.append(&rec, || {}).unwrap();
             assert_eq!(files(t.path()), 2, "{kind:?}: the fifth rolls");
             for _ in 0..40 {
-                log.append(&rec).unwrap();
+                log.append(&rec, || {}).unwrap();
             }
             assert!(files(t.path()) <= 3, "{kind:?}: budget holds");
             assert_eq!(log.live_segments(), files(t.path()));
@@ -409,7 +421,7 @@ mod tests {
                 s.spawn(move || {
                     let rec = [th + 1; 100];
                     for _ in 0..5000 {
-                        log.append(&rec).unwrap();
+                        log.append(&rec, || {}).unwrap();
                     }
                 });
             }
@@ -431,7 +443,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let log = SegmentLog::create(t.path(), "", LogKind::Mmap, 4096, 2 * 4096, true).unwrap();
         for _ in 0..40 {
-            log.append(&[1u8; 1000]).unwrap();
+            log.append(&[1u8; 1000], || {}).unwrap();
         }
         assert!(files(t.path()) <= 2);
     }
