@@ -3,10 +3,19 @@
 //! end plus a grace period has passed. No threads, no clock: tests drive it.
 
 use crate::config::Mode;
+use crate::kernel::attribute::{attribute, Counters, StallFacts, ThreadTrace};
+use crate::kernel::proc::KernelInterval;
+use crate::kernel::trace::TraceKind;
 use crate::measure::{new_histogram, Batch, Msg, StallEvent};
-use crate::snapshot::{InProgress, RunEvent, Snapshot, Summary, TargetInterval, TargetSummary};
+use crate::snapshot::{
+    BdpStats, InProgress, RunEvent, Snapshot, Stall, Summary, TargetInterval, TargetSummary,
+};
 use hdrhistogram::Histogram;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// How far back trace events and kernel intervals are kept for attribution
+/// (a stall longer than this is attributed on what is left).
+pub const HISTORY_NS: u64 = 120_000_000_000;
 
 /// Batches are flushed every 100 ms; wait a little longer for stragglers.
 pub const GRACE_NS: u64 = 150_000_000;
@@ -18,6 +27,10 @@ struct Acc {
     hist: Histogram<u64>,
     sync_hist: Histogram<u64>,
     stalls: Vec<StallEvent>,
+    minflt: u64,
+    majflt: u64,
+    bdp: BdpStats,
+    wb_waits: u64,
 }
 
 impl Acc {
@@ -28,8 +41,28 @@ impl Acc {
             hist: new_histogram(),
             sync_hist: new_histogram(),
             stalls: Vec::new(),
+            minflt: 0,
+            majflt: 0,
+            bdp: BdpStats::default(),
+            wb_waits: 0,
         }
     }
+}
+
+/// One interval being filled.
+struct Pending {
+    accs: Vec<Acc>,
+    kernel: Option<KernelInterval>,
+    wb_starts: BTreeMap<String, u64>,
+}
+
+/// A trace event of one of our threads, on the run's clock.
+#[derive(Clone, Debug)]
+struct ThreadEvent {
+    t_ns: u64,
+    target: usize,
+    thread: u32,
+    kind: TraceKind,
 }
 
 /// Current mode and threads of a target (they can change at runtime).
@@ -43,8 +76,14 @@ pub struct Aggregator {
     interval_ns: u64,
     state: Vec<TargetState>,
     next_emit: u64,
-    /// pending[i] holds interval next_emit + i, one Acc per target.
-    pending: VecDeque<Vec<Acc>>,
+    /// pending[i] holds interval next_emit + i.
+    pending: VecDeque<Pending>,
+    /// Kernel thread id -> (target, thread) of our writers.
+    tids: HashMap<u32, (usize, u32)>,
+    /// Whether a trace session feeds us (else trace fields are unknown).
+    tracing: bool,
+    recent_trace: VecDeque<ThreadEvent>,
+    recent_kernel: VecDeque<(u64, KernelInterval)>,
     totals: Vec<TargetSummary>,
     in_progress: Vec<InProgress>,
     events: Vec<RunEvent>,
@@ -63,6 +102,7 @@ impl Aggregator {
                 sync_hist: new_histogram(),
                 stalls: 0,
                 stall_ns: 0,
+                by_cause: BTreeMap::new(),
             })
             .collect();
         Aggregator {
@@ -70,6 +110,10 @@ impl Aggregator {
             state,
             next_emit: 0,
             pending: VecDeque::new(),
+            tids: HashMap::new(),
+            tracing: false,
+            recent_trace: VecDeque::new(),
+            recent_kernel: VecDeque::new(),
             totals,
             in_progress: Vec::new(),
             events: Vec::new(),
@@ -83,14 +127,74 @@ impl Aggregator {
         }
     }
 
-    fn slot(&mut self, interval: u64, target: usize) -> &mut Acc {
+    /// Trace events will be folded in (their absence then means zero).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.tracing = on;
+    }
+
+    /// Maps a kernel thread id to one of our threads.
+    pub fn set_tid(&mut self, tid: u32, target: usize, thread: u32) {
+        self.tids.insert(tid, (target, thread));
+    }
+
+    fn pending_at(&mut self, interval: u64) -> &mut Pending {
         // Late data (a thread blocked past the grace) joins the oldest open interval.
         let i = interval.saturating_sub(self.next_emit) as usize;
         let n = self.state.len();
         while self.pending.len() <= i {
-            self.pending.push_back((0..n).map(|_| Acc::new()).collect());
+            self.pending.push_back(Pending {
+                accs: (0..n).map(|_| Acc::new()).collect(),
+                kernel: None,
+                wb_starts: BTreeMap::new(),
+            });
         }
-        &mut self.pending[i][target]
+        &mut self.pending[i]
+    }
+
+    fn slot(&mut self, interval: u64, target: usize) -> &mut Acc {
+        &mut self.pending_at(interval).accs[target]
+    }
+
+    /// The kernel's view of interval `index` (from the proc sampler).
+    pub fn fold_kernel(&mut self, index: u64, k: KernelInterval) {
+        if index < self.next_emit {
+            return;
+        }
+        self.recent_kernel.push_back((index, k.clone()));
+        self.pending_at(index).kernel = Some(k);
+    }
+
+    /// One trace event; `t_ns` on the run's clock.
+    pub fn fold_trace(&mut self, t_ns: u64, tid: u32, kind: TraceKind) {
+        let idx = t_ns / self.interval_ns;
+        if let TraceKind::WritebackStart { reason, .. } = &kind {
+            *self
+                .pending_at(idx)
+                .wb_starts
+                .entry(reason.clone())
+                .or_insert(0) += 1;
+            return;
+        }
+        let Some(&(target, thread)) = self.tids.get(&tid) else {
+            return;
+        };
+        let acc = self.slot(idx, target);
+        match &kind {
+            TraceKind::BalanceDirtyPages { pause_ms, .. } => {
+                let p = (*pause_ms).max(0) as u64;
+                acc.bdp.events += 1;
+                acc.bdp.pause_ms += p;
+                acc.bdp.max_pause_ms = acc.bdp.max_pause_ms.max(p);
+            }
+            TraceKind::WaitWriteback { .. } => acc.wb_waits += 1,
+            TraceKind::WritebackStart { .. } => {}
+        }
+        self.recent_trace.push_back(ThreadEvent {
+            t_ns,
+            target,
+            thread,
+            kind,
+        });
     }
 
     pub fn fold(&mut self, msg: Msg) {
@@ -136,6 +240,8 @@ impl Aggregator {
             });
         }
         let acc = self.slot(b.interval, b.target);
+        acc.minflt += b.minflt;
+        acc.majflt += b.majflt;
         acc.ops += b.ops;
         acc.bytes += b.bytes;
         let _ = acc.hist.add(&b.hist);
@@ -166,24 +272,12 @@ impl Aggregator {
             out.push(self.emit(self.interval_ns));
         }
         let partial = end_ns.saturating_sub(self.next_emit * self.interval_ns);
-        if !self.pending.is_empty() {
-            let len = if partial * 2 >= self.interval_ns {
-                Some(partial)
-            } else {
-                None
-            };
-            match len {
-                Some(l) => out.push(self.emit(l)),
-                None => {
-                    // Too short to print as a rate, but counted in the summary.
-                    while let Some(accs) = self.pending.pop_front() {
-                        self.add_totals(&accs);
-                    }
-                }
-            }
+        if !self.pending.is_empty() && partial * 2 >= self.interval_ns {
+            out.push(self.emit(partial));
         }
-        while let Some(accs) = self.pending.pop_front() {
-            self.add_totals(&accs);
+        // What is left is too short to print as a rate, but it counts.
+        while !self.pending.is_empty() {
+            self.emit(self.interval_ns);
         }
         let summary = Summary {
             duration_s: end_ns as f64 / 1e9,
@@ -198,29 +292,113 @@ impl Aggregator {
             t.bytes += a.bytes;
             let _ = t.hist.add(&a.hist);
             let _ = t.sync_hist.add(&a.sync_hist);
-            t.stalls += a.stalls.len() as u64;
-            t.stall_ns += a.stalls.iter().map(|s| s.dur_ns).sum::<u64>();
         }
     }
 
+    fn add_stalls(&mut self, stalls: &[Stall]) {
+        for s in stalls {
+            let Some(t) = self.totals.get_mut(s.ev.target) else {
+                continue;
+            };
+            t.stalls += 1;
+            t.stall_ns += s.ev.dur_ns;
+            let c = t.by_cause.entry(s.why.cause).or_default();
+            c.count += 1;
+            c.ms += s.ev.dur_ns as f64 / 1e6;
+        }
+    }
+
+    /// What tracing saw of one thread during [start, end].
+    fn thread_trace(&self, ev: &StallEvent) -> ThreadTrace {
+        let (from, to) = (
+            ev.start_ns.saturating_sub(1_000_000),
+            ev.start_ns + ev.dur_ns + 5_000_000,
+        );
+        let mut t = ThreadTrace::default();
+        for e in self.recent_trace.iter().filter(|e| {
+            e.target == ev.target && e.thread == ev.thread && e.t_ns >= from && e.t_ns <= to
+        }) {
+            match &e.kind {
+                TraceKind::BalanceDirtyPages {
+                    bdi,
+                    limit,
+                    setpoint,
+                    dirty,
+                    pause_ms,
+                    ..
+                } => {
+                    let p = (*pause_ms).max(0) as u64;
+                    t.throttle_events += 1;
+                    t.pause_ms += p;
+                    t.max_pause_ms = t.max_pause_ms.max(p);
+                    t.dirty_pages = Some(*dirty);
+                    t.limit_pages = Some(*limit);
+                    t.setpoint_pages = Some(*setpoint);
+                    t.bdi = Some(bdi.clone());
+                }
+                TraceKind::WaitWriteback { bdi, .. } => {
+                    t.wb_waits += 1;
+                    t.bdi.get_or_insert_with(|| bdi.clone());
+                }
+                TraceKind::WritebackStart { .. } => {}
+            }
+        }
+        t
+    }
+
+    /// Worst kernel figures over the intervals a stall spans.
+    fn counters(&self, ev: &StallEvent) -> Counters {
+        let first = ev.start_ns / self.interval_ns;
+        let last = (ev.start_ns + ev.dur_ns) / self.interval_ns;
+        let mut c = Counters::default();
+        for (_, k) in self
+            .recent_kernel
+            .iter()
+            .filter(|(i, _)| *i >= first && *i <= last)
+        {
+            c.dirty_kib = c.dirty_kib.max(k.dirty_kib);
+            c.dirty_thresh_kib = k.dirty_thresh_kib.or(c.dirty_thresh_kib);
+            c.dirty_bg_thresh_kib = k.dirty_bg_thresh_kib.or(c.dirty_bg_thresh_kib);
+            if let Some(Some(d)) = k.devs.get(ev.target) {
+                c.util_pct = Some(c.util_pct.unwrap_or(0.0).max(d.util_pct));
+                c.w_await_ms = Some(c.w_await_ms.unwrap_or(0.0).max(d.w_await_ms));
+                c.inflight = Some(c.inflight.unwrap_or(0).max(d.inflight));
+            }
+        }
+        c
+    }
+
+    fn explain(&self, ev: StallEvent) -> Stall {
+        let trace = self.tracing.then(|| self.thread_trace(&ev));
+        let counters = self.counters(&ev);
+        let mode = self.state.get(ev.target).map_or(Mode::Mmap, |s| s.mode);
+        let why = attribute(&StallFacts {
+            op: ev.op,
+            mode,
+            dur_ms: ev.dur_ns as f64 / 1e6,
+            trace: trace.as_ref(),
+            counters: &counters,
+        });
+        Stall { ev, why }
+    }
+
     fn emit(&mut self, len_ns: u64) -> Snapshot {
-        let n = self.state.len();
-        let accs = self
-            .pending
-            .pop_front()
-            .unwrap_or_else(|| (0..n).map(|_| Acc::new()).collect());
-        self.add_totals(&accs);
+        self.pending_at(self.next_emit);
+        let p = self.pending.pop_front().expect("pending interval exists");
+        self.add_totals(&p.accs);
         let index = self.next_emit;
         self.next_emit += 1;
         let t_end = index * self.interval_ns + len_ns;
-        let mut stalls: Vec<StallEvent> = Vec::new();
-        let targets = accs
+        let mut events: Vec<StallEvent> = Vec::new();
+        let tracing = self.tracing;
+        let targets = p
+            .accs
             .into_iter()
             .enumerate()
             .map(|(target, mut a)| {
                 let st = self.state[target];
                 let count = a.stalls.len() as u32;
-                stalls.append(&mut a.stalls);
+                events.append(&mut a.stalls);
                 TargetInterval {
                     target,
                     mode: st.mode,
@@ -230,16 +408,32 @@ impl Aggregator {
                     hist: a.hist,
                     sync_hist: a.sync_hist,
                     stalls: count,
+                    minflt: a.minflt,
+                    majflt: a.majflt,
+                    bdp: tracing.then_some(a.bdp),
+                    wb_waits: tracing.then_some(a.wb_waits),
                 }
             })
             .collect();
-        stalls.sort_by_key(|s| s.start_ns);
+        events.sort_by_key(|s| s.start_ns);
+        let stalls: Vec<Stall> = events.into_iter().map(|e| self.explain(e)).collect();
+        self.add_stalls(&stalls);
+        let horizon = t_end.saturating_sub(HISTORY_NS);
+        while self.recent_trace.front().is_some_and(|e| e.t_ns < horizon) {
+            self.recent_trace.pop_front();
+        }
+        let oldest = horizon / self.interval_ns;
+        while self.recent_kernel.front().is_some_and(|(i, _)| *i < oldest) {
+            self.recent_kernel.pop_front();
+        }
         Snapshot {
             index,
             t_s: t_end as f64 / 1e9,
             interval_s: len_ns as f64 / 1e9,
             targets,
             stalls,
+            kernel: p.kernel,
+            wb_starts: tracing.then_some(p.wb_starts),
             in_progress: self
                 .in_progress
                 .iter()

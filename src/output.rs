@@ -3,9 +3,15 @@
 //! field names are a public schema: add fields, never rename them.
 
 use crate::config::Format;
-use crate::measure::{OpKind, StallEvent};
-use crate::snapshot::{LatSummary, RunEvent, Snapshot, Summary, TargetInterval, TargetMeta};
+use crate::kernel::attribute::{Cause, Confidence, Evidence};
+use crate::kernel::proc::DevInterval;
+use crate::measure::OpKind;
+use crate::snapshot::{
+    BdpStats, CauseTotal, LatSummary, RunEvent, Snapshot, Stall, Summary, TargetInterval,
+    TargetMeta,
+};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// A consumer of the run's snapshots (printer, UI, recorder).
@@ -30,6 +36,19 @@ pub struct IntervalLine<'a> {
     pub lat_us: LatSummary,
     pub stalls: u32,
     pub sync: SyncLine,
+    pub dirty_kib: Option<u64>,
+    pub writeback_kib: Option<u64>,
+    pub dirty_thresh_kib: Option<u64>,
+    pub dirty_bg_thresh_kib: Option<u64>,
+    pub psi_io_some_pct: Option<f64>,
+    pub psi_io_full_pct: Option<f64>,
+    pub dev: Option<&'a DevInterval>,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// null when kernel tracing is unavailable (unknown, not zero).
+    pub bdp: Option<BdpStats>,
+    pub wb_waits: Option<u64>,
+    pub wb_starts: Option<&'a BTreeMap<String, u64>>,
 }
 
 #[derive(Serialize)]
@@ -48,6 +67,9 @@ pub struct StallLine<'a> {
     pub op: OpKind,
     pub target: &'a str,
     pub mode: &'static str,
+    pub cause: Cause,
+    pub confidence: Confidence,
+    pub evidence: &'a Evidence,
 }
 
 #[derive(Serialize)]
@@ -71,6 +93,7 @@ pub struct SummaryLine<'a> {
     pub lat_us: LatSummary,
     pub stalls: u64,
     pub stall_ms: f64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
     pub targets: Vec<TargetSummaryLine<'a>>,
 }
 
@@ -83,6 +106,7 @@ pub struct TargetSummaryLine<'a> {
     pub lat_us: LatSummary,
     pub stalls: u64,
     pub stall_ms: f64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
     pub sync: SyncLine,
 }
 
@@ -99,11 +123,12 @@ fn sync_line(h: &hdrhistogram::Histogram<u64>) -> SyncLine {
 }
 
 pub fn interval_line<'a>(
-    s: &Snapshot,
+    s: &'a Snapshot,
     t: &TargetInterval,
     meta: &'a TargetMeta,
 ) -> IntervalLine<'a> {
     let r = t.rates(s.interval_s);
+    let k = s.kernel.as_ref();
     IntervalLine {
         ty: "interval",
         t_s: round(s.t_s, 3),
@@ -117,18 +142,36 @@ pub fn interval_line<'a>(
         lat_us: LatSummary::of(&t.hist),
         stalls: t.stalls,
         sync: sync_line(&t.sync_hist),
+        dirty_kib: k.and_then(|k| k.dirty_kib),
+        writeback_kib: k.and_then(|k| k.writeback_kib),
+        dirty_thresh_kib: k.and_then(|k| k.dirty_thresh_kib),
+        dirty_bg_thresh_kib: k.and_then(|k| k.dirty_bg_thresh_kib),
+        psi_io_some_pct: k.and_then(|k| k.psi_io_some_pct).map(|v| round(v, 2)),
+        psi_io_full_pct: k.and_then(|k| k.psi_io_full_pct).map(|v| round(v, 2)),
+        dev: k
+            .and_then(|k| k.devs.get(t.target))
+            .and_then(|d| d.as_ref()),
+        minflt: t.minflt,
+        majflt: t.majflt,
+        bdp: t.bdp,
+        wb_waits: t.wb_waits,
+        wb_starts: s.wb_starts.as_ref(),
     }
 }
 
-pub fn stall_line<'a>(st: &StallEvent, meta: &'a TargetMeta, mode: &'static str) -> StallLine<'a> {
+pub fn stall_line<'a>(st: &'a Stall, meta: &'a TargetMeta, mode: &'static str) -> StallLine<'a> {
+    let e = &st.ev;
     StallLine {
         ty: "stall",
-        t_s: round(st.start_ns as f64 / 1e9, 3),
-        duration_ms: round(st.dur_ns as f64 / 1e6, 3),
-        thread: st.thread,
-        op: st.op,
+        t_s: round(e.start_ns as f64 / 1e9, 3),
+        duration_ms: round(e.dur_ns as f64 / 1e6, 3),
+        thread: e.thread,
+        op: e.op,
         target: &meta.path,
         mode,
+        cause: st.why.cause,
+        confidence: st.why.confidence,
+        evidence: &st.why.evidence,
     }
 }
 
@@ -143,6 +186,7 @@ pub fn summary_line<'a>(s: &Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> 
         lat_us: LatSummary::of(&s.merged()),
         stalls: s.stalls(),
         stall_ms: round(s.stall_ns() as f64 / 1e6, 3),
+        by_cause: s.by_cause(),
         targets: s
             .targets
             .iter()
@@ -156,6 +200,7 @@ pub fn summary_line<'a>(s: &Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> 
                     lat_us: LatSummary::of(&t.hist),
                     stalls: t.stalls,
                     stall_ms: round(t.stall_ns as f64 / 1e6, 3),
+                    by_cause: t.by_cause.clone(),
                     sync: sync_line(&t.sync_hist),
                 }
             })
@@ -228,7 +273,7 @@ impl<W: Write> Printer<W> {
     }
 }
 
-const HEADER: &str = "   time  target               ops/s     MiB/s    mean     p50     p95     p99   p99.9       max  stalls";
+const HEADER: &str = "   time  target               ops/s     MiB/s    mean     p50     p95     p99   p99.9       max stalls  dirty     wb  pause  cause";
 
 fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
@@ -261,9 +306,19 @@ impl<W: Write> Sink for Printer<W> {
                     self.rows += 1;
                     let r = t.rates(s.interval_s);
                     let l = LatSummary::of(&t.hist);
+                    let k = s.kernel.as_ref();
+                    let mib_of = |kib: Option<u64>| {
+                        kib.map_or("     -".to_string(), |v| {
+                            format!("{:>6.0}", v as f64 / 1024.0)
+                        })
+                    };
+                    let pause = t
+                        .bdp
+                        .map_or("     -".to_string(), |b| format!("{:>6}", b.pause_ms));
+                    let cause = top_interval_cause(&s.stalls, t.target).map_or("", |c| c.as_str());
                     writeln!(
                         self.out,
-                        "{:7.1}  {:<18} {:>8.0} {:>9.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>9.2} {:>7}",
+                        "{:7.1}  {:<18} {:>8.0} {:>9.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>9.2} {:>6} {} {} {}  {}",
                         s.t_s,
                         self.label(t.target),
                         r.ops_per_s,
@@ -274,7 +329,11 @@ impl<W: Write> Sink for Printer<W> {
                         ms(l.p99),
                         ms(l.p999),
                         ms(l.max),
-                        t.stalls
+                        t.stalls,
+                        mib_of(k.and_then(|k| k.dirty_kib)),
+                        mib_of(k.and_then(|k| k.writeback_kib)),
+                        pause,
+                        cause
                     )?;
                 }
             }
@@ -282,23 +341,30 @@ impl<W: Write> Sink for Printer<W> {
         for st in &s.stalls {
             let mode = s
                 .targets
-                .get(st.target)
+                .get(st.ev.target)
                 .map(|t| t.mode.as_str())
                 .unwrap_or("?");
             match self.format {
                 Format::Jsonl => {
-                    let meta = self.meta[st.target].clone();
+                    let meta = self.meta[st.ev.target].clone();
                     self.json(&stall_line(st, &meta, mode))?;
                 }
                 Format::Table => {
-                    let l = self.label(st.target);
+                    let l = self.label(st.ev.target);
+                    let e = &st.ev;
                     writeln!(
                         self.out,
-                        "{:7.1}  {l:<18} ~ stall {:.0} ms: thread {} in {} ({mode})",
-                        st.start_ns as f64 / 1e9,
-                        st.dur_ns as f64 / 1e6,
-                        st.thread,
-                        st.op.as_str()
+                        "{:7.1}  {l:<18} ~ stall {:.0} ms: thread {} in {} ({mode}): {} [{}]{}",
+                        e.start_ns as f64 / 1e9,
+                        e.dur_ns as f64 / 1e6,
+                        e.thread,
+                        e.op.as_str(),
+                        st.why.cause.as_str(),
+                        match st.why.confidence {
+                            Confidence::High => "high",
+                            Confidence::Low => "low",
+                        },
+                        evidence_text(&st.why.evidence)
                     )?;
                 }
             }
@@ -329,6 +395,14 @@ impl<W: Write> Sink for Printer<W> {
                     ms(l.p999),
                     ms(l.max)
                 )?;
+                if !line.by_cause.is_empty() {
+                    let parts: Vec<String> = line
+                        .by_cause
+                        .iter()
+                        .map(|(c, t)| format!("{} {} ({:.0} ms)", c.as_str(), t.count, t.ms))
+                        .collect();
+                    writeln!(self.out, "stalls by cause: {}", parts.join(", "))?;
+                }
                 if line.targets.len() > 1 {
                     for t in &line.targets {
                         writeln!(
@@ -346,5 +420,54 @@ impl<W: Write> Sink for Printer<W> {
             }
         }
         self.out.flush()
+    }
+}
+
+/// The cause with the most stall time among one target's stalls.
+pub fn top_interval_cause(stalls: &[Stall], target: usize) -> Option<Cause> {
+    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+    for s in stalls.iter().filter(|s| s.ev.target == target) {
+        let e = m.entry(s.why.cause).or_default();
+        e.count += 1;
+        e.ms += s.ev.dur_ns as f64 / 1e6;
+    }
+    crate::snapshot::top_cause(&m)
+}
+
+/// A short human rendering of the evidence, for the table format.
+pub fn evidence_text(e: &Evidence) -> String {
+    let mut parts = Vec::new();
+    if let (Some(n), Some(p)) = (e.throttle_events, e.pause_ms) {
+        parts.push(format!("{n} throttle sleeps, {p} ms paused"));
+    }
+    if let (Some(d), Some(l)) = (e.dirty_pages, e.limit_pages) {
+        parts.push(format!("dirty {d} / limit {l} pages"));
+    }
+    if let Some(w) = e.wb_waits {
+        parts.push(format!("{w} writeback waits"));
+    }
+    if let Some(b) = &e.bdi {
+        parts.push(format!("bdi {b}"));
+    }
+    if let Some(op) = &e.sync_op {
+        parts.push(op.clone());
+    }
+    if let (Some(d), Some(t)) = (e.dirty_kib, e.throttle_start_kib) {
+        parts.push(format!(
+            "dirty {} MiB >= throttle start {} MiB",
+            d / 1024,
+            t / 1024
+        ));
+    }
+    if let Some(u) = e.util_pct {
+        parts.push(format!("device {u:.0}% busy"));
+    }
+    if let Some(a) = e.w_await_ms {
+        parts.push(format!("w_await {a:.1} ms"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", parts.join(", "))
     }
 }

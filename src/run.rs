@@ -6,6 +6,8 @@
 use crate::aggregate::{Aggregator, TargetState};
 use crate::config::{Config, Mode};
 use crate::error::UsageError;
+use crate::kernel::proc::{self as kproc, Device, ProcRoot, ProcSampler};
+use crate::kernel::trace::TraceSession;
 use crate::measure::{Clock, Handover, Msg, Timing};
 use crate::mounts;
 use crate::output::Sink;
@@ -23,6 +25,8 @@ pub struct PreparedTarget {
     pub path: PathBuf,
     pub meta: TargetMeta,
     pub scratch: Scratch,
+    /// The block device behind it, or why there is none (tmpfs, btrfs).
+    pub device: Result<Device, String>,
 }
 
 /// All targets of a run, plus the journal's scratch when it lives elsewhere.
@@ -86,6 +90,7 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
         let scratch = Scratch::create(&p)?;
         targets.push(PreparedTarget {
             meta: describe(&p),
+            device: kproc::resolve_device(&ProcRoot::default(), &p),
             path: p,
             scratch,
         });
@@ -135,20 +140,46 @@ pub fn run_prepared(
         let spec = EngineSpec::new(cfg, i, t.scratch.path(), jdir);
         engines.push(Engine::start(&spec, timing, handover.clone())?);
     }
-    watchdog.set_slots(engines.iter().flat_map(|e| e.slots.clone()).collect());
+    let slots: Vec<_> = engines.iter().flat_map(|e| e.slots.clone()).collect();
+    watchdog.set_slots(slots.clone());
     drop(tx);
+
+    // Kernel side: /proc every interval, tracefs events when we can.
+    let devices: Vec<Option<Device>> = prepared
+        .targets
+        .iter()
+        .map(|t| t.device.clone().ok())
+        .collect();
+    let mut sampler = ProcSampler::new(ProcRoot::default(), devices.clone());
+    let page_kib = kproc::page_kib();
+    let mut prev_sample = sampler.sample(clock.now_ns());
+    let mut trace = start_trace(&slots, &devices, &mut agg);
     sink.begin(&metas)?;
 
     let end_ns = cfg.duration.map(|d| d.0.as_nanos() as u64);
     let interval_ns = timing.interval.as_nanos() as u64;
     let mut sink_err = None;
+    let mut next_boundary = interval_ns;
     loop {
         let now = clock.now_ns();
         if stop.load(Ordering::Relaxed) || end_ns.is_some_and(|e| now >= e) {
             break;
         }
+        if now >= next_boundary {
+            // The kernel's view of the interval that just ended.
+            let cur = sampler.sample(now);
+            let index = (now / interval_ns).saturating_sub(1);
+            agg.fold_kernel(index, kproc::derive(&prev_sample, &cur, page_kib));
+            prev_sample = cur;
+            next_boundary = (now / interval_ns + 1) * interval_ns;
+        }
+        if let Some(t) = trace.as_mut() {
+            for ev in t.drain() {
+                agg.fold_trace(clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
+            }
+        }
         let next_tick = ((now / interval_ns) + 1) * interval_ns + crate::aggregate::GRACE_NS;
-        let mut wait = Duration::from_nanos(next_tick.saturating_sub(now));
+        let mut wait = Duration::from_nanos(next_tick.min(next_boundary).saturating_sub(now));
         if let Some(e) = end_ns {
             wait = wait.min(Duration::from_nanos(e.saturating_sub(now)));
         }
@@ -175,6 +206,10 @@ pub fn run_prepared(
         }
     }
     let end = end_ns.map_or(clock.now_ns(), |e| e.min(clock.now_ns()));
+    // The kernel's view of the last (possibly partial) interval.
+    let cur = sampler.sample(clock.now_ns());
+    let last = (next_boundary / interval_ns).saturating_sub(1);
+    agg.fold_kernel(last, kproc::derive(&prev_sample, &cur, page_kib));
     for e in &engines {
         e.request_stop();
     }
@@ -186,6 +221,12 @@ pub fn run_prepared(
     for m in rx.try_iter() {
         agg.fold(m);
     }
+    if let Some(t) = trace.as_mut() {
+        for ev in t.drain() {
+            agg.fold_trace(clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
+        }
+    }
+    drop(trace);
     let (tail, summary) = agg.finish(end);
     if let Some(e) = sink_err {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -198,4 +239,47 @@ pub fn run_prepared(
     }
     sink.summary(&summary)?;
     Ok(summary)
+}
+
+/// Starts tracing filtered to our writer threads and the targets' devices,
+/// or says once why it cannot (the trace fields are then null, not zero).
+fn start_trace(
+    slots: &[crate::writer::WatchSlot],
+    devices: &[Option<Device>],
+    agg: &mut Aggregator,
+) -> Option<TraceSession> {
+    // Threads publish their kernel id as they start; give them a moment.
+    let t0 = std::time::Instant::now();
+    while slots.iter().any(|s| s.inflight.tid() == 0) && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let tids: Vec<u32> = slots
+        .iter()
+        .map(|s| s.inflight.tid())
+        .filter(|&t| t != 0)
+        .collect();
+    for s in slots {
+        agg.set_tid(s.inflight.tid(), s.target, s.thread);
+    }
+    let session = TraceSession::start(None).and_then(|t| {
+        let bdis: Vec<String> = devices
+            .iter()
+            .flatten()
+            .filter_map(|d| kproc::bdi_name(&ProcRoot::default(), d).ok())
+            .collect();
+        t.set_filters(&tids, &bdis)?;
+        Ok(t)
+    });
+    match session {
+        Ok(t) => {
+            agg.set_tracing(true);
+            Some(t)
+        }
+        Err(why) => {
+            eprintln!(
+                "stallscope: kernel tracing unavailable ({why}); throttle and writeback-wait fields are null and causes come from counters (low confidence)"
+            );
+            None
+        }
+    }
 }

@@ -3,9 +3,12 @@
 //! the UI and replay all derive their figures through these functions.
 
 use crate::config::Mode;
+use crate::kernel::attribute::{Attribution, Cause};
+use crate::kernel::proc::KernelInterval;
 use crate::measure::{EventKind, OpKind, StallEvent};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Static facts about a target, fixed at start.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,6 +34,28 @@ pub struct TargetInterval {
     pub sync_hist: Histogram<u64>,
     /// Stall events that finished in this interval.
     pub stalls: u32,
+    /// Page faults of the writer threads (mmap: the page_mkwrite faults).
+    pub minflt: u64,
+    pub majflt: u64,
+    /// balance_dirty_pages seen on our writer threads; None without tracing.
+    pub bdp: Option<BdpStats>,
+    /// Waits on pages under writeback by our writers; None without tracing.
+    pub wb_waits: Option<u64>,
+}
+
+/// Dirty-page throttling of our threads over an interval (from tracefs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BdpStats {
+    pub events: u64,
+    pub pause_ms: u64,
+    pub max_pause_ms: u64,
+}
+
+/// A finished stall and why it happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    pub ev: StallEvent,
+    pub why: Attribution,
 }
 
 /// An op the watchdog saw blocked past the threshold, not yet returned.
@@ -60,7 +85,12 @@ pub struct Snapshot {
     /// Length of the interval in seconds (the last one may be shorter).
     pub interval_s: f64,
     pub targets: Vec<TargetInterval>,
-    pub stalls: Vec<StallEvent>,
+    pub stalls: Vec<Stall>,
+    /// System-wide dirty/writeback state and each target's device; None
+    /// when /proc could not be sampled.
+    pub kernel: Option<KernelInterval>,
+    /// Writeback started by the flusher, by reason; None without tracing.
+    pub wb_starts: Option<BTreeMap<String, u64>>,
     /// Stalls in progress at the end of the interval.
     pub in_progress: Vec<InProgress>,
     pub events: Vec<RunEvent>,
@@ -129,6 +159,28 @@ pub struct TargetSummary {
     pub sync_hist: Histogram<u64>,
     pub stalls: u64,
     pub stall_ns: u64,
+    /// Stall count and time by cause.
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CauseTotal {
+    pub count: u64,
+    pub ms: f64,
+}
+
+impl TargetSummary {
+    /// The cause with the most stall time, if any stall happened.
+    pub fn top_cause(&self) -> Option<Cause> {
+        top_cause(&self.by_cause)
+    }
+}
+
+pub fn top_cause(m: &BTreeMap<Cause, CauseTotal>) -> Option<Cause> {
+    m.iter()
+        .filter(|(_, t)| t.count > 0)
+        .max_by(|a, b| a.1.ms.total_cmp(&b.1.ms))
+        .map(|(c, _)| *c)
 }
 
 /// Whole-run figures; percentiles from merged histograms, never averages.
@@ -150,6 +202,17 @@ impl Summary {
     }
     pub fn stall_ns(&self) -> u64 {
         self.targets.iter().map(|t| t.stall_ns).sum()
+    }
+    pub fn by_cause(&self) -> BTreeMap<Cause, CauseTotal> {
+        let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+        for t in &self.targets {
+            for (c, v) in &t.by_cause {
+                let e = m.entry(*c).or_default();
+                e.count += v.count;
+                e.ms += v.ms;
+            }
+        }
+        m
     }
     /// All targets' write latencies merged.
     pub fn merged(&self) -> Histogram<u64> {
