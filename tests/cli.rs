@@ -1,14 +1,13 @@
 //! The binary as a person runs it: the must-show commands, bad input,
 //! and cleanup on signals.
 
+mod common;
+
+use common::{bin, need_root};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_stallscope"))
-}
 
 fn leftovers(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -218,18 +217,6 @@ fn direct_on_a_filesystem_without_o_direct_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("ramfs refuses O_DIRECT"), "{err}");
     assert!(left.is_empty(), "{left:?}");
-}
-
-fn unsafe_geteuid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() }
-}
-
-fn skip(test: &str, why: &str) {
-    if std::env::var("STALLSCOPE_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
-        panic!("{test}: cannot run ({why}) but STALLSCOPE_REQUIRE_ROOT_TESTS=1 forbids skipping");
-    }
-    eprintln!("SKIPPED {test}: {why}");
 }
 
 #[test]

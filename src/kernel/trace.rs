@@ -198,11 +198,15 @@ impl TraceSession {
             return Err("not root".into());
         }
         let root = tracefs_root.unwrap_or(Path::new(DEFAULT_TRACEFS));
+        // Several stallscope runs may share a tracefs one of them mounted:
+        // a marker file says so, and the last one out unmounts it.
+        let marker = mount_marker(root);
         let mounted_by_us = if is_tracefs(root) {
-            false
+            marker.exists()
         } else {
             mount_tracefs(root)
                 .map_err(|e| format!("tracefs not available (mount {}: {e})", root.display()))?;
+            let _ = fs::write(&marker, root.as_os_str().as_bytes());
             true
         };
         // From here on Drop undoes whatever was done, on every error path.
@@ -363,12 +367,15 @@ impl Drop for TraceSession {
                 );
             }
         }
-        if self.mounted_by_us {
-            if let Err(e) = umount(&self.root) {
-                eprintln!(
+        if self.mounted_by_us && !other_live_instances(&self.root) {
+            match umount(&self.root) {
+                Ok(()) => {
+                    let _ = fs::remove_file(mount_marker(&self.root));
+                }
+                Err(e) => eprintln!(
                     "stallscope: cannot unmount tracefs at {}: {e}",
                     self.root.display()
-                );
+                ),
             }
         }
     }
@@ -403,6 +410,32 @@ pub fn remove_stale_instances(tracefs_root: &Path) -> Vec<String> {
 fn pid_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// The file that says a stallscope run mounted tracefs at `root`.
+fn mount_marker(root: &Path) -> PathBuf {
+    let tag: String = root
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    PathBuf::from(format!("/run/stallscope-tracefs{tag}.mounted"))
+}
+
+/// True if another live stallscope run still has an instance under `root`.
+fn other_live_instances(root: &Path) -> bool {
+    let me = std::process::id() as i32;
+    fs::read_dir(root.join("instances"))
+        .map(|rd| {
+            rd.flatten().any(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_prefix(INSTANCE_PREFIX))
+                    .and_then(|p| p.parse::<i32>().ok())
+                    .is_some_and(|pid| pid != me && pid_alive(pid))
+            })
+        })
+        .unwrap_or(false)
 }
 
 fn is_tracefs(path: &Path) -> bool {

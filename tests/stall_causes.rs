@@ -1,0 +1,93 @@
+//! Root-only: the DESIGN.md recipe for a slow disk (a loop-mounted ext4,
+//! capped at 50 MiB/s through the blkio cgroup, with 256M/64M dirty limits)
+//! must give mmap stalls attributed to dirty throttling with trace evidence,
+//! a lower max latency in buffered mode, and no stalls on uncapped tmpfs.
+//! Everything it changes is put back by guards, also when an assert fails.
+
+mod common;
+
+use common::{bin, have, need_root, skip};
+use serde_json::Value;
+use stallscope::lab::guards::{BlkioCap, DirtyGuard, LoopFs};
+use std::path::Path;
+
+fn run_jsonl(target: &Path, mode: &str, secs: u32) -> Vec<Value> {
+    let out = bin()
+        .args(["run", "--mode", mode, "--threads", "4", "--format", "jsonl"])
+        .args(["--duration", &format!("{secs}s"), "--target"])
+        .arg(target)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{mode}: {err}");
+    eprintln!("{mode} stderr: {err}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn summary(lines: &[Value]) -> &Value {
+    lines
+        .iter()
+        .find(|l| l["type"] == "summary")
+        .expect("summary line")
+}
+
+#[test]
+fn capped_loop_fs_mmap_stalls_are_dirty_throttling() {
+    let name = "capped_loop_fs_mmap_stalls_are_dirty_throttling";
+    if !need_root(name) {
+        return;
+    }
+    if !have("mkfs.ext4") {
+        skip(name, "mkfs.ext4 missing (apt-get install e2fsprogs)");
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let fs = LoopFs::create(dir.path(), "ext4", 2 << 30).expect("loop ext4");
+    let _cap = BlkioCap::set(fs.major, fs.minor, 50 << 20).expect("blkio cap");
+    let _dirty = DirtyGuard::set_bytes(256 << 20, 64 << 20).expect("dirty limits");
+
+    let mmap = run_jsonl(&fs.mount, "mmap", 15);
+    let stalls: Vec<&Value> = mmap.iter().filter(|l| l["type"] == "stall").collect();
+    let throttled: Vec<&&Value> = stalls
+        .iter()
+        .filter(|s| s["cause"] == "dirty_throttle" && s["confidence"] == "high")
+        .collect();
+    assert!(
+        !throttled.is_empty(),
+        "no high-confidence dirty_throttle stall among {} stalls: {:?}",
+        stalls.len(),
+        stalls
+            .iter()
+            .map(|s| s["cause"].clone())
+            .collect::<Vec<_>>()
+    );
+    assert!(throttled
+        .iter()
+        .all(|s| s["evidence"]["pause_ms"].as_u64().unwrap() > 0));
+    assert!(throttled
+        .iter()
+        .all(|s| s["evidence"]["limit_pages"].as_u64().is_some()));
+    let intervals: Vec<&Value> = mmap.iter().filter(|l| l["type"] == "interval").collect();
+    assert!(intervals
+        .iter()
+        .any(|l| l["bdp"]["events"].as_u64().unwrap_or(0) > 0));
+    assert!(intervals
+        .iter()
+        .all(|l| l["dev"]["name"].as_str() == Some(fs.device.trim_start_matches("/dev/"))));
+    let mmap_max = summary(&mmap)["lat_us"]["max"].as_u64().unwrap();
+
+    let buffered = run_jsonl(&fs.mount, "buffered", 15);
+    let buf_max = summary(&buffered)["lat_us"]["max"].as_u64().unwrap();
+    eprintln!("max latency: mmap {mmap_max} us, buffered {buf_max} us");
+    assert!(
+        buf_max < mmap_max,
+        "buffered max {buf_max} us vs mmap {mmap_max} us"
+    );
+
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let tmpfs = run_jsonl(shm.path(), "mmap", 10);
+    assert_eq!(summary(&tmpfs)["stalls"], 0, "uncapped tmpfs stalls");
+}
