@@ -191,11 +191,7 @@ fn bad_input_is_one_line_exit_2_and_nothing_left() {
 
 #[test]
 fn direct_on_a_filesystem_without_o_direct_is_refused() {
-    if unsafe_geteuid() != 0 {
-        skip(
-            "direct_on_a_filesystem_without_o_direct_is_refused",
-            "needs root to mount ramfs",
-        );
+    if !need_root("direct_on_a_filesystem_without_o_direct_is_refused") {
         return;
     }
     // tmpfs accepts O_DIRECT since Linux 6.6; ramfs still refuses it.
