@@ -186,7 +186,7 @@ pub fn summary_line<'a>(s: &Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> 
         lat_us: LatSummary::of(&s.merged()),
         stalls: s.stalls(),
         stall_ms: round(s.stall_ns() as f64 / 1e6, 3),
-        by_cause: s.by_cause(),
+        by_cause: rounded(s.by_cause()),
         targets: s
             .targets
             .iter()
@@ -200,7 +200,7 @@ pub fn summary_line<'a>(s: &Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> 
                     lat_us: LatSummary::of(&t.hist),
                     stalls: t.stalls,
                     stall_ms: round(t.stall_ns as f64 / 1e6, 3),
-                    by_cause: t.by_cause.clone(),
+                    by_cause: rounded(t.by_cause.clone()),
                     sync: sync_line(&t.sync_hist),
                 }
             })
@@ -421,6 +421,13 @@ impl<W: Write> Sink for Printer<W> {
         }
         self.out.flush()
     }
+}
+
+fn rounded(mut m: BTreeMap<Cause, CauseTotal>) -> BTreeMap<Cause, CauseTotal> {
+    for v in m.values_mut() {
+        v.ms = round(v.ms, 3);
+    }
+    m
 }
 
 /// The cause with the most stall time among one target's stalls.
