@@ -40,6 +40,12 @@ pub enum Command {
     /// Run the workload headless: one line per interval, then a summary.
     #[command(after_help = EXAMPLES)]
     Run(WorkloadArgs),
+    /// Show what this machine lets stallscope see (tracing, PSI, devices, dirty limits) and why not.
+    Probe {
+        /// Directory to inspect (repeatable). Default: $TMPDIR, else /var/tmp.
+        #[arg(long = "target", short = 't', value_name = "DIR")]
+        targets: Vec<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug, Default, Clone)]

@@ -16,6 +16,7 @@ pub mod lab;
 pub mod measure;
 pub mod mounts;
 pub mod output;
+pub mod probe;
 pub mod run;
 pub mod scratch;
 pub mod snapshot;

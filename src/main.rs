@@ -29,6 +29,16 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             stallscope::run::run(&cfg, &stop, &mut printer)?;
             Ok(())
         }
+        Some(Command::Probe { targets }) => {
+            for t in &targets {
+                stallscope::scratch::check_target(t)?;
+            }
+            print!(
+                "{}",
+                stallscope::probe::render(&stallscope::probe::gather(&targets))
+            );
+            Ok(())
+        }
         None => {
             eprintln!("stallscope: the live dashboard is not built yet; use `stallscope run` (see --help)");
             std::process::exit(2);
