@@ -283,3 +283,76 @@ fn default_target_says_which_filesystem() {
     assert!(err.contains(" on "), "names fs and device: {err}");
     assert!(leftovers(t.path()).is_empty());
 }
+
+#[test]
+fn probe_reports_a_verdict_per_target() {
+    let t = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = bin()
+        .args(["probe", "--target"])
+        .arg(t.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in ["kernel", "tracefs", "PSI", "verdict", "tmpfs"] {
+        assert!(text.contains(needle), "probe lacks {needle}: {text}");
+    }
+    let out = bin()
+        .args(["probe", "--target", "/nonexistent/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn without_root_trace_fields_are_null_and_said_once() {
+    if !need_root("without_root_trace_fields_are_null_and_said_once") {
+        return;
+    }
+    // Drop to nobody for the run; the target must be writable by it.
+    let t = tempfile::tempdir_in("/dev/shm").unwrap();
+    std::fs::set_permissions(
+        t.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_stallscope"))
+        .args([
+            "run",
+            "--mode",
+            "buffered",
+            "--duration",
+            "2s",
+            "--format",
+            "jsonl",
+        ])
+        .arg("--target")
+        .arg(t.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("kernel tracing unavailable").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("not root"), "{err}");
+    let ls = lines(&out);
+    let iv: Vec<&Value> = ls.iter().filter(|l| l["type"] == "interval").collect();
+    assert!(!iv.is_empty());
+    for l in iv {
+        assert!(
+            l["bdp"].is_null() && l["wb_waits"].is_null(),
+            "unknown, not zero: {l}"
+        );
+        assert!(l["dirty_kib"].is_u64(), "proc counters still there: {l}");
+    }
+    assert!(leftovers(t.path()).is_empty());
+}
