@@ -8,7 +8,8 @@ use crate::kernel::proc::KernelInterval;
 use crate::kernel::trace::TraceKind;
 use crate::measure::{new_histogram, Batch, Msg, StallEvent};
 use crate::snapshot::{
-    BdpStats, InProgress, RunEvent, Snapshot, Stall, Summary, TargetInterval, TargetSummary,
+    BdpStats, InProgress, LiveStall, RunEvent, Snapshot, Stall, Summary, TargetInterval,
+    TargetSummary,
 };
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -70,6 +71,7 @@ struct ThreadEvent {
 pub struct TargetState {
     pub mode: Mode,
     pub threads: u32,
+    pub active: bool,
 }
 
 pub struct Aggregator {
@@ -368,6 +370,31 @@ impl Aggregator {
         c
     }
 
+    /// Stalls the watchdog sees in progress at `now_ns`, with the cause as
+    /// far as it is known yet (same rules as for finished stalls).
+    pub fn live(&self, now_ns: u64) -> Vec<LiveStall> {
+        self.in_progress
+            .iter()
+            .map(|p| {
+                let ev = StallEvent {
+                    target: p.target,
+                    thread: p.thread,
+                    op: p.op,
+                    start_ns: p.start_ns,
+                    dur_ns: now_ns.saturating_sub(p.start_ns),
+                };
+                let why = self.explain(ev).why;
+                LiveStall {
+                    target: p.target,
+                    thread: p.thread,
+                    op: p.op,
+                    elapsed_ms: now_ns.saturating_sub(p.start_ns) as f64 / 1e6,
+                    cause: why.cause,
+                }
+            })
+            .collect()
+    }
+
     fn explain(&self, ev: StallEvent) -> Stall {
         let trace = self.tracing.then(|| self.thread_trace(&ev));
         let counters = self.counters(&ev);
@@ -401,6 +428,7 @@ impl Aggregator {
                 events.append(&mut a.stalls);
                 TargetInterval {
                     target,
+                    active: st.active,
                     mode: st.mode,
                     threads: st.threads,
                     ops: a.ops,
@@ -475,6 +503,7 @@ mod tests {
         let st = TargetState {
             mode: Mode::Mmap,
             threads: 2,
+            active: true,
         };
         Aggregator::new(S, vec![st; n])
     }

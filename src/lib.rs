@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod kernel;
 pub mod lab;

@@ -131,6 +131,7 @@ pub fn run_prepared(
     let state = TargetState {
         mode: cfg.mode,
         threads: cfg.threads,
+        active: true,
     };
     let mut agg = Aggregator::new(timing.interval.as_nanos() as u64, vec![state; metas.len()]);
     let watchdog = Watchdog::start(clock, timing.threshold, tx.clone());

@@ -24,6 +24,9 @@ pub struct TargetMeta {
 #[derive(Clone, Debug)]
 pub struct TargetInterval {
     pub target: usize,
+    /// Whether writers ran on this target during the interval (the
+    /// dashboard moves them between targets; `run` keeps all active).
+    pub active: bool,
     pub mode: Mode,
     pub threads: u32,
     pub ops: u64,
@@ -65,6 +68,17 @@ pub struct InProgress {
     pub thread: u32,
     pub op: OpKind,
     pub start_ns: u64,
+}
+
+/// A stall in progress as the dashboard shows it, refreshed every ~100 ms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveStall {
+    pub target: usize,
+    pub thread: u32,
+    pub op: OpKind,
+    pub elapsed_ms: f64,
+    /// Best guess so far from the thread's recent trace events or counters.
+    pub cause: Cause,
 }
 
 /// Something that happened to the run (disk full, a thread failed).
