@@ -86,6 +86,8 @@ pub struct Aggregator {
     tracing: bool,
     recent_trace: VecDeque<ThreadEvent>,
     recent_kernel: VecDeque<(u64, KernelInterval)>,
+    /// Kernel stacks the watchdog took of stalled ops, until attributed.
+    stacks: HashMap<(usize, u32, u64), String>,
     totals: Vec<TargetSummary>,
     in_progress: Vec<InProgress>,
     events: Vec<RunEvent>,
@@ -116,11 +118,36 @@ impl Aggregator {
             tracing: false,
             recent_trace: VecDeque::new(),
             recent_kernel: VecDeque::new(),
+            stacks: HashMap::new(),
             totals,
             in_progress: Vec::new(),
             events: Vec::new(),
             recycled: Vec::new(),
         }
+    }
+
+    /// A target added at runtime; returns its index.
+    pub fn add_target(&mut self, st: TargetState) -> usize {
+        let target = self.state.len();
+        self.state.push(st);
+        for p in &mut self.pending {
+            p.accs.push(Acc::new());
+        }
+        self.totals.push(TargetSummary {
+            target,
+            ops: 0,
+            bytes: 0,
+            hist: new_histogram(),
+            sync_hist: new_histogram(),
+            stalls: 0,
+            stall_ns: 0,
+            by_cause: BTreeMap::new(),
+        });
+        target
+    }
+
+    pub fn state(&self, target: usize) -> Option<TargetState> {
+        self.state.get(target).copied()
     }
 
     pub fn set_state(&mut self, target: usize, st: TargetState) {
@@ -207,12 +234,17 @@ impl Aggregator {
                 thread,
                 op,
                 start_ns,
+                stack,
             } => {
+                if let Some(st) = &stack {
+                    self.stacks.insert((target, thread, start_ns), st.clone());
+                }
                 let ip = InProgress {
                     target,
                     thread,
                     op,
                     start_ns,
+                    stack,
                 };
                 if !self.in_progress.contains(&ip) {
                     self.in_progress.push(ip);
@@ -398,6 +430,7 @@ impl Aggregator {
     fn explain(&self, ev: StallEvent) -> Stall {
         let trace = self.tracing.then(|| self.thread_trace(&ev));
         let counters = self.counters(&ev);
+        let stack = self.stacks.get(&(ev.target, ev.thread, ev.start_ns));
         let mode = self.state.get(ev.target).map_or(Mode::Mmap, |s| s.mode);
         let why = attribute(&StallFacts {
             op: ev.op,
@@ -405,6 +438,7 @@ impl Aggregator {
             dur_ms: ev.dur_ns as f64 / 1e6,
             trace: trace.as_ref(),
             counters: &counters,
+            stack: stack.map(|s| s.as_str()),
         });
         Stall { ev, why }
     }
@@ -445,6 +479,10 @@ impl Aggregator {
             .collect();
         events.sort_by_key(|s| s.start_ns);
         let stalls: Vec<Stall> = events.into_iter().map(|e| self.explain(e)).collect();
+        for s in &stalls {
+            self.stacks
+                .remove(&(s.ev.target, s.ev.thread, s.ev.start_ns));
+        }
         self.add_stalls(&stalls);
         let horizon = t_end.saturating_sub(HISTORY_NS);
         while self.recent_trace.front().is_some_and(|e| e.t_ns < horizon) {
@@ -565,6 +603,7 @@ mod tests {
             thread: 1,
             op: OpKind::Write,
             start_ns: S / 2,
+            stack: None,
         });
         let s = a.tick(S + GRACE_NS);
         assert_eq!(s[0].in_progress.len(), 1);

@@ -181,6 +181,9 @@ pub enum Msg {
         thread: u32,
         op: OpKind,
         start_ns: u64,
+        /// Where the thread sat in the kernel when it was seen (root:
+        /// /proc/self/task/TID/stack, else wchan), innermost first.
+        stack: Option<String>,
     },
     /// Something a person should see: disk full, a failed thread.
     Event {

@@ -5,6 +5,7 @@
 
 use crate::aggregate::{Aggregator, TargetState};
 use crate::config::{Config, Mode};
+use crate::control::{Control, Notice};
 use crate::error::UsageError;
 use crate::kernel::proc::{self as kproc, Device, ProcRoot, ProcSampler};
 use crate::kernel::trace::TraceSession;
@@ -15,7 +16,7 @@ use crate::scratch::Scratch;
 use crate::snapshot::{Summary, TargetMeta};
 use crate::watchdog::Watchdog;
 use crate::writer::{Engine, EngineSpec};
-use crossbeam::channel::{bounded, unbounded, RecvTimeoutError};
+use crossbeam::channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -106,181 +107,455 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
 pub fn run(cfg: &Config, stop: &AtomicBool, sink: &mut dyn Sink) -> anyhow::Result<Summary> {
     cfg.validate()?;
     let prepared = prepare(cfg)?;
-    run_prepared(cfg, &prepared, stop, sink)
+    run_prepared(cfg, prepared, stop, sink)
 }
 
+/// The headless loop: every target runs its writers at once.
 pub fn run_prepared(
     cfg: &Config,
-    prepared: &Prepared,
+    prepared: Prepared,
     stop: &AtomicBool,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<Summary> {
-    let clock = Clock::new();
-    let timing = Timing {
-        clock,
-        interval: cfg.interval.0,
-        threshold: cfg.stall_threshold.0,
-    };
-    let (tx, rx) = unbounded::<Msg>();
-    let (spare_tx, spare_rx) = bounded(1024);
-    let handover = Handover {
-        tx: tx.clone(),
-        spare: spare_rx,
-    };
-    let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
-    let state = TargetState {
-        mode: cfg.mode,
-        threads: cfg.threads,
-        active: true,
-    };
-    let mut agg = Aggregator::new(timing.interval.as_nanos() as u64, vec![state; metas.len()]);
-    let watchdog = Watchdog::start(clock, timing.threshold, tx.clone());
-    let mut engines = Vec::new();
-    for (i, t) in prepared.targets.iter().enumerate() {
-        let jdir = prepared.journal.as_ref().map(|s| s.path());
-        let spec = EngineSpec::new(cfg, i, t.scratch.path(), jdir);
-        engines.push(Engine::start(&spec, timing, handover.clone())?);
-    }
-    let slots: Vec<_> = engines.iter().flat_map(|e| e.slots.clone()).collect();
-    watchdog.set_slots(slots.clone());
-    drop(tx);
-
-    // Kernel side: /proc every interval, tracefs events when we can.
-    let devices: Vec<Option<Device>> = prepared
-        .targets
-        .iter()
-        .map(|t| t.device.clone().ok())
-        .collect();
-    let mut sampler = ProcSampler::new(ProcRoot::default(), devices.clone());
-    let page_kib = kproc::page_kib();
-    let mut prev_sample = sampler.sample(clock.now_ns());
-    let mut trace = start_trace(&slots, &devices, &mut agg);
-    sink.begin(&metas)?;
-
+    let mut s = Session::start(cfg, prepared, Placement::All)?;
+    sink.begin(&s.metas())?;
     let end_ns = cfg.duration.map(|d| d.0.as_nanos() as u64);
-    let interval_ns = timing.interval.as_nanos() as u64;
     let mut sink_err = None;
-    let mut next_boundary = interval_ns;
-    loop {
-        let now = clock.now_ns();
-        if stop.load(Ordering::Relaxed) || end_ns.is_some_and(|e| now >= e) {
+    while !stop.load(Ordering::Relaxed) && end_ns.is_none_or(|e| s.now_ns() < e) {
+        if let Err(e) = s.step(end_ns, sink) {
+            sink_err = Some(e);
             break;
         }
-        if now >= next_boundary {
-            // The kernel's view of the interval that just ended.
-            let cur = sampler.sample(now);
-            let index = (now / interval_ns).saturating_sub(1);
-            agg.fold_kernel(index, kproc::derive(&prev_sample, &cur, page_kib));
-            prev_sample = cur;
-            next_boundary = (now / interval_ns + 1) * interval_ns;
+    }
+    let summary = s.finish(end_ns, if sink_err.is_some() { None } else { Some(sink) })?;
+    match sink_err {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(summary),
+    }
+}
+
+/// Where the writers run: on every target at once (headless), or on one
+/// active target that the person moves between (the dashboard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    All,
+    One(usize),
+}
+
+/// A running measurement: writers, watchdog, samplers and the aggregator,
+/// driven one `step` at a time so a UI thread can steer it between steps.
+pub struct Session {
+    cfg: Config,
+    prepared: Prepared,
+    placement: Placement,
+    paused: bool,
+    clock: Clock,
+    timing: Timing,
+    rx: Receiver<Msg>,
+    tx: Sender<Msg>,
+    spare_tx: Sender<hdrhistogram::Histogram<u64>>,
+    handover: Handover,
+    agg: Aggregator,
+    watchdog: Watchdog,
+    engines: Vec<Option<Engine>>,
+    sampler: ProcSampler,
+    page_kib: u64,
+    prev_sample: kproc::ProcSample,
+    trace: Option<TraceSession>,
+    /// Why tracing is unavailable, if it is.
+    pub trace_error: Option<String>,
+    interval_ns: u64,
+    next_boundary: u64,
+}
+
+impl Session {
+    pub fn start(
+        cfg: &Config,
+        prepared: Prepared,
+        placement: Placement,
+    ) -> anyhow::Result<Session> {
+        let clock = Clock::new();
+        let timing = Timing {
+            clock,
+            interval: cfg.interval.0,
+            threshold: cfg.stall_threshold.0,
+        };
+        let (tx, rx) = unbounded::<Msg>();
+        let (spare_tx, spare_rx) = bounded(1024);
+        let handover = Handover {
+            tx: tx.clone(),
+            spare: spare_rx,
+        };
+        let states = (0..prepared.targets.len())
+            .map(|i| TargetState {
+                mode: cfg.mode,
+                threads: cfg.threads,
+                active: placement == Placement::All || placement == Placement::One(i),
+            })
+            .collect();
+        let interval_ns = timing.interval.as_nanos() as u64;
+        let agg = Aggregator::new(interval_ns, states);
+        let watchdog = Watchdog::start(clock, timing.threshold, tx.clone());
+        let devices = device_list(&prepared);
+        let mut sampler = ProcSampler::new(ProcRoot::default(), devices);
+        let prev_sample = sampler.sample(clock.now_ns());
+        let engines = (0..prepared.targets.len()).map(|_| None).collect();
+        let mut s = Session {
+            cfg: cfg.clone(),
+            prepared,
+            placement,
+            paused: false,
+            clock,
+            timing,
+            rx,
+            tx,
+            spare_tx,
+            handover,
+            agg,
+            watchdog,
+            engines,
+            sampler,
+            page_kib: kproc::page_kib(),
+            prev_sample,
+            trace: None,
+            trace_error: None,
+            interval_ns,
+            next_boundary: interval_ns,
+        };
+        s.start_engines()?;
+        match TraceSession::start(None) {
+            Ok(t) => {
+                s.trace = Some(t);
+                s.agg.set_tracing(true);
+                s.refresh_trace_filters();
+            }
+            Err(why) => {
+                eprintln!(
+                    "stallscope: kernel tracing unavailable ({why}); throttle and writeback-wait fields are null and causes come from counters (low confidence)"
+                );
+                s.trace_error = Some(why);
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn metas(&self) -> Vec<TargetMeta> {
+        self.prepared
+            .targets
+            .iter()
+            .map(|t| t.meta.clone())
+            .collect()
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn active(&self, i: usize) -> bool {
+        !self.paused
+            && match self.placement {
+                Placement::All => true,
+                Placement::One(a) => a == i,
+            }
+    }
+
+    /// Starts writers wherever they should run and are not running.
+    fn start_engines(&mut self) -> anyhow::Result<()> {
+        for i in 0..self.prepared.targets.len() {
+            let want = self.active(i);
+            self.agg.set_state(
+                i,
+                TargetState {
+                    mode: self.cfg.mode,
+                    threads: self.cfg.threads,
+                    active: want,
+                },
+            );
+            if want && self.engines[i].is_none() {
+                let t = &self.prepared.targets[i];
+                let jdir = self.prepared.journal.as_ref().map(|s| s.path());
+                let spec = EngineSpec::new(&self.cfg, i, t.scratch.path(), jdir);
+                self.engines[i] = Some(Engine::start(&spec, self.timing, self.handover.clone())?);
+            }
+        }
+        self.refresh_watch();
+        Ok(())
+    }
+
+    /// Stops every engine (writers finish the op in hand).
+    fn stop_engines(&mut self) {
+        for e in self.engines.iter().flatten() {
+            e.request_stop();
+        }
+        for e in self.engines.iter_mut() {
+            if let Some(e) = e.take() {
+                e.stop();
+            }
+        }
+        self.refresh_watch();
+    }
+
+    fn slots(&self) -> Vec<crate::writer::WatchSlot> {
+        self.engines
+            .iter()
+            .flatten()
+            .flat_map(|e| e.slots.clone())
+            .collect()
+    }
+
+    fn refresh_watch(&mut self) {
+        let slots = self.slots();
+        self.watchdog.set_slots(slots);
+        self.refresh_trace_filters();
+    }
+
+    /// Maps our threads' kernel ids and narrows tracing to them.
+    fn refresh_trace_filters(&mut self) {
+        let slots = self.slots();
+        let t0 = std::time::Instant::now();
+        while slots.iter().any(|s| s.inflight.tid() == 0) && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for s in &slots {
+            self.agg.set_tid(s.inflight.tid(), s.target, s.thread);
+        }
+        if let Some(t) = &self.trace {
+            let tids: Vec<u32> = slots
+                .iter()
+                .map(|s| s.inflight.tid())
+                .filter(|&t| t != 0)
+                .collect();
+            // No writers (paused): match nothing rather than everything.
+            let tids = if tids.is_empty() {
+                vec![u32::MAX]
+            } else {
+                tids
+            };
+            let bdis: Vec<String> = self
+                .sampler
+                .devices()
+                .iter()
+                .flatten()
+                .filter_map(|d| kproc::bdi_name(&ProcRoot::default(), d).ok())
+                .collect();
+            if let Err(e) = t.set_filters(&tids, &bdis) {
+                eprintln!("stallscope: cannot set trace filters: {e}");
+            }
+        }
+    }
+
+    /// Applies a control from the dashboard between steps.
+    pub fn apply(&mut self, c: Control) -> Notice {
+        let t_s = self.now_ns() as f64 / 1e9;
+        let applied = |what: String| Notice::Applied { t_s, what };
+        match c {
+            Control::Pause(p) => {
+                self.paused = p;
+                if p {
+                    self.stop_engines();
+                    for i in 0..self.prepared.targets.len() {
+                        if let Some(mut st) = self.agg.state(i) {
+                            st.active = false;
+                            self.agg.set_state(i, st);
+                        }
+                    }
+                    applied("writers paused".into())
+                } else {
+                    self.restart(applied("writers resumed".into()))
+                }
+            }
+            Control::SwitchTarget(i) if i < self.prepared.targets.len() => {
+                self.placement = Placement::One(i);
+                self.stop_engines();
+                let what = format!("writers moved to {}", self.prepared.targets[i].meta.path);
+                self.restart(applied(what))
+            }
+            Control::SwitchTarget(i) => Notice::Refused(format!("no target {}", i + 1)),
+            Control::SetMode(m) => {
+                let old = self.cfg.mode;
+                self.cfg.mode = m;
+                if let Err(e) = self.cfg.validate() {
+                    self.cfg.mode = old;
+                    return Notice::Refused(e.to_string());
+                }
+                self.stop_engines();
+                match self.start_engines() {
+                    Ok(()) => applied(format!("mode {m}")),
+                    Err(e) => {
+                        self.cfg.mode = old;
+                        let _ = self.start_engines();
+                        Notice::Refused(format!("mode {m}: {e:#}"))
+                    }
+                }
+            }
+            Control::SetThreads(n) => {
+                let old = self.cfg.threads;
+                self.cfg.threads = n;
+                if let Err(e) = self.cfg.validate() {
+                    self.cfg.threads = old;
+                    return Notice::Refused(e.to_string());
+                }
+                self.stop_engines();
+                self.restart(applied(format!("{n} threads")))
+            }
+            Control::AddTarget(p) => self.add_target(p),
+            Control::Record(_) => Notice::Refused("recording comes with a later release".into()),
+            Control::Quit => applied("quit".into()),
+        }
+    }
+
+    fn restart(&mut self, ok: Notice) -> Notice {
+        match self.start_engines() {
+            Ok(()) => ok,
+            Err(e) => Notice::Refused(format!("{e:#}")),
+        }
+    }
+
+    fn add_target(&mut self, p: PathBuf) -> Notice {
+        let canon = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if self
+            .prepared
+            .targets
+            .iter()
+            .any(|t| std::fs::canonicalize(&t.path).ok().as_ref() == Some(&canon))
+        {
+            return Notice::Refused(format!("target {} is already there", p.display()));
+        }
+        let scratch = match Scratch::create(&p) {
+            Ok(s) => s,
+            Err(e) => return Notice::Refused(e.to_string()),
+        };
+        let meta = describe(&p);
+        self.prepared.targets.push(PreparedTarget {
+            meta: meta.clone(),
+            device: kproc::resolve_device(&ProcRoot::default(), &p),
+            path: p,
+            scratch,
+        });
+        self.engines.push(None);
+        let i = self.agg.add_target(TargetState {
+            mode: self.cfg.mode,
+            threads: self.cfg.threads,
+            active: false,
+        });
+        self.sampler = ProcSampler::new(ProcRoot::default(), device_list(&self.prepared));
+        self.prev_sample = self.sampler.sample(self.now_ns());
+        if let Err(e) = self.start_engines() {
+            return Notice::Refused(format!("{e:#}"));
+        }
+        Notice::TargetAdded(i, meta)
+    }
+
+    /// Waits for the next message or boundary (at most 100 ms), folds what
+    /// arrived, samples the kernel at interval boundaries and hands every
+    /// finished interval to `sink`.
+    pub fn step(&mut self, end_ns: Option<u64>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        let now = self.now_ns();
+        if now >= self.next_boundary {
+            self.sample(now);
+        }
+        self.drain_trace();
+        let next_tick =
+            (now / self.interval_ns + 1) * self.interval_ns + crate::aggregate::GRACE_NS;
+        let mut wait = next_tick.min(self.next_boundary).saturating_sub(now);
+        if let Some(e) = end_ns {
+            wait = wait.min(e.saturating_sub(now));
+        }
+        match self
+            .rx
+            .recv_timeout(Duration::from_nanos(wait).min(Duration::from_millis(100)))
+        {
+            Ok(m) => {
+                self.agg.fold(m);
+                for m in self.rx.try_iter().take(10_000) {
+                    self.agg.fold(m);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
+        }
+        for h in self.agg.recycled.drain(..) {
+            let _ = self.spare_tx.try_send(h);
+        }
+        for s in self.agg.tick(self.now_ns()) {
+            sink.snapshot(&s)?;
+        }
+        Ok(())
+    }
+
+    /// The stalls in progress right now, for the dashboard's banner.
+    pub fn live(&self) -> Vec<crate::snapshot::LiveStall> {
+        self.agg.live(self.now_ns())
+    }
+
+    fn sample(&mut self, now: u64) {
+        let cur = self.sampler.sample(now);
+        let index = (now / self.interval_ns).saturating_sub(1);
+        self.agg
+            .fold_kernel(index, kproc::derive(&self.prev_sample, &cur, self.page_kib));
+        self.prev_sample = cur;
+        self.next_boundary = (now / self.interval_ns + 1) * self.interval_ns;
+    }
+
+    fn drain_trace(&mut self) {
+        if let Some(t) = self.trace.as_mut() {
+            for ev in t.drain() {
+                self.agg
+                    .fold_trace(self.clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
+            }
+        }
+    }
+
+    /// Stops the writers, folds what is left and emits the last intervals
+    /// and the summary (to `sink` when given). Tracing is closed here.
+    pub fn finish(
+        mut self,
+        end_ns: Option<u64>,
+        sink: Option<&mut dyn Sink>,
+    ) -> anyhow::Result<Summary> {
+        let end = end_ns.map_or(self.now_ns(), |e| e.min(self.now_ns()));
+        // The kernel's view of the last (possibly partial) interval.
+        let cur = self.sampler.sample(self.now_ns());
+        let last = (self.next_boundary / self.interval_ns).saturating_sub(1);
+        self.agg
+            .fold_kernel(last, kproc::derive(&self.prev_sample, &cur, self.page_kib));
+        self.stop_engines();
+        let Session {
+            rx,
+            tx,
+            handover,
+            watchdog,
+            mut agg,
+            mut trace,
+            clock,
+            ..
+        } = self;
+        drop(watchdog);
+        drop(handover);
+        drop(tx);
+        for m in rx.try_iter() {
+            agg.fold(m);
         }
         if let Some(t) = trace.as_mut() {
             for ev in t.drain() {
                 agg.fold_trace(clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
             }
         }
-        let next_tick = ((now / interval_ns) + 1) * interval_ns + crate::aggregate::GRACE_NS;
-        let mut wait = Duration::from_nanos(next_tick.min(next_boundary).saturating_sub(now));
-        if let Some(e) = end_ns {
-            wait = wait.min(Duration::from_nanos(e.saturating_sub(now)));
-        }
-        match rx.recv_timeout(wait.min(Duration::from_millis(100))) {
-            Ok(m) => {
-                agg.fold(m);
-                for m in rx.try_iter().take(10_000) {
-                    agg.fold(m);
-                }
+        drop(trace);
+        let (tail, summary) = agg.finish(end);
+        if let Some(sink) = sink {
+            for s in tail {
+                sink.snapshot(&s)?;
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            sink.summary(&summary)?;
         }
-        for h in agg.recycled.drain(..) {
-            let _ = spare_tx.try_send(h);
-        }
-        for s in agg.tick(clock.now_ns()) {
-            if let Err(e) = sink.snapshot(&s) {
-                sink_err = Some(e);
-            }
-        }
-        if sink_err.is_some() {
-            break;
-        }
+        Ok(summary)
     }
-    let end = end_ns.map_or(clock.now_ns(), |e| e.min(clock.now_ns()));
-    // The kernel's view of the last (possibly partial) interval.
-    let cur = sampler.sample(clock.now_ns());
-    let last = (next_boundary / interval_ns).saturating_sub(1);
-    agg.fold_kernel(last, kproc::derive(&prev_sample, &cur, page_kib));
-    for e in &engines {
-        e.request_stop();
-    }
-    for e in engines {
-        e.stop();
-    }
-    drop(watchdog);
-    drop(handover);
-    for m in rx.try_iter() {
-        agg.fold(m);
-    }
-    if let Some(t) = trace.as_mut() {
-        for ev in t.drain() {
-            agg.fold_trace(clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
-        }
-    }
-    drop(trace);
-    let (tail, summary) = agg.finish(end);
-    if let Some(e) = sink_err {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Ok(summary);
-        }
-        return Err(e.into());
-    }
-    for s in tail {
-        sink.snapshot(&s)?;
-    }
-    sink.summary(&summary)?;
-    Ok(summary)
 }
 
-/// Starts tracing filtered to our writer threads and the targets' devices,
-/// or says once why it cannot (the trace fields are then null, not zero).
-fn start_trace(
-    slots: &[crate::writer::WatchSlot],
-    devices: &[Option<Device>],
-    agg: &mut Aggregator,
-) -> Option<TraceSession> {
-    // Threads publish their kernel id as they start; give them a moment.
-    let t0 = std::time::Instant::now();
-    while slots.iter().any(|s| s.inflight.tid() == 0) && t0.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let tids: Vec<u32> = slots
-        .iter()
-        .map(|s| s.inflight.tid())
-        .filter(|&t| t != 0)
-        .collect();
-    for s in slots {
-        agg.set_tid(s.inflight.tid(), s.target, s.thread);
-    }
-    let session = TraceSession::start(None).and_then(|t| {
-        let bdis: Vec<String> = devices
-            .iter()
-            .flatten()
-            .filter_map(|d| kproc::bdi_name(&ProcRoot::default(), d).ok())
-            .collect();
-        t.set_filters(&tids, &bdis)?;
-        Ok(t)
-    });
-    match session {
-        Ok(t) => {
-            agg.set_tracing(true);
-            Some(t)
-        }
-        Err(why) => {
-            eprintln!(
-                "stallscope: kernel tracing unavailable ({why}); throttle and writeback-wait fields are null and causes come from counters (low confidence)"
-            );
-            None
-        }
-    }
+fn device_list(p: &Prepared) -> Vec<Option<Device>> {
+    p.targets.iter().map(|t| t.device.clone().ok()).collect()
 }

@@ -68,6 +68,7 @@ pub struct InProgress {
     pub thread: u32,
     pub op: OpKind,
     pub start_ns: u64,
+    pub stack: Option<String>,
 }
 
 /// A stall in progress as the dashboard shows it, refreshed every ~100 ms.

@@ -60,6 +60,7 @@ impl Watchdog {
                             thread: s.thread,
                             op,
                             start_ns: start,
+                            stack: kernel_stack(s.inflight.tid()),
                         });
                     }
                 }
@@ -79,11 +80,72 @@ impl Watchdog {
     }
 }
 
+/// The kernel functions a thread is blocked in, innermost first, without
+/// offsets and without the syscall entry frames: "balance_dirty_pages <
+/// balance_dirty_pages_ratelimited_flags < fault_dirty_shared_page < …".
+/// Needs root for the full stack; otherwise falls back on wchan.
+pub fn kernel_stack(tid: u32) -> Option<String> {
+    if tid == 0 {
+        return None;
+    }
+    let base = format!("/proc/self/task/{tid}");
+    if let Ok(text) = std::fs::read_to_string(format!("{base}/stack")) {
+        let s = compact_stack(&text);
+        if !s.is_empty() {
+            return Some(s);
+        }
+    }
+    let w = std::fs::read_to_string(format!("{base}/wchan")).ok()?;
+    let w = w.trim();
+    (!w.is_empty() && w != "0").then(|| w.to_string())
+}
+
+/// Pure: `[<0>] folio_wait_writeback+0x2b/0x80` lines → "folio_wait_writeback < …".
+pub fn compact_stack(text: &str) -> String {
+    const ENTRY: [&str; 4] = ["do_syscall_64", "entry_SYSCALL", "__x64_sys_", "asm_exc_"];
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|f| f.split('+').next().unwrap_or(f))
+        .filter(|f| !ENTRY.iter().any(|e| f.starts_with(e)))
+        .take(8)
+        .collect::<Vec<_>>()
+        .join(" < ")
+}
+
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_are_compacted() {
+        let text = "[<0>] balance_dirty_pages+0x5f1/0x1050\n[<0>] balance_dirty_pages_ratelimited_flags+0x2a9/0x390\n[<0>] fault_dirty_shared_page+0x101/0x140\n[<0>] do_syscall_64+0x71/0x290\n[<0>] entry_SYSCALL_64_after_hwframe+0x76/0x7e\n";
+        assert_eq!(
+            compact_stack(text),
+            "balance_dirty_pages < balance_dirty_pages_ratelimited_flags < fault_dirty_shared_page"
+        );
+    }
+
+    #[test]
+    fn own_sleeping_thread_has_a_stack_or_wchan() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        });
+        let tid = rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let s = kernel_stack(tid).expect("stack or wchan");
+        assert!(s.contains("sleep"), "{s}");
+        h.join().unwrap();
     }
 }

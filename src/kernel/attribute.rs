@@ -87,6 +87,8 @@ pub struct StallFacts<'a> {
     /// None when tracing is unavailable; Some (maybe empty) when it ran.
     pub trace: Option<&'a ThreadTrace>,
     pub counters: &'a Counters,
+    /// The stalled thread's kernel stack as the watchdog saw it mid-stall.
+    pub stack: Option<&'a str>,
 }
 
 /// The evidence behind a cause; only the fields that apply are set.
@@ -122,6 +124,8 @@ pub struct Evidence {
     pub w_await_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inflight: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_stack: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -150,7 +154,32 @@ pub fn throttle_start_kib(c: &Counters) -> Option<u64> {
     Some((c.dirty_thresh_kib? + c.dirty_bg_thresh_kib?) / 2)
 }
 
+/// Attribution plus the kernel stack as evidence whenever we have one.
 pub fn attribute(f: &StallFacts) -> Attribution {
+    let mut a = attribute_inner(f);
+    a.evidence.kernel_stack = f.stack.map(str::to_string);
+    a
+}
+
+/// What a mid-stall kernel stack says, if it is conclusive.
+fn stack_cause(stack: &str) -> Option<Cause> {
+    if stack.contains("balance_dirty_pages") {
+        Some(Cause::DirtyThrottle)
+    } else if [
+        "folio_wait_writeback",
+        "folio_wait_stable",
+        "wait_on_page_writeback",
+    ]
+    .iter()
+    .any(|f| stack.contains(f))
+    {
+        Some(Cause::WritebackWait)
+    } else {
+        None
+    }
+}
+
+fn attribute_inner(f: &StallFacts) -> Attribution {
     let high = |cause, evidence| Attribution {
         cause,
         confidence: Confidence::High,
@@ -207,7 +236,13 @@ pub fn attribute(f: &StallFacts) -> Attribution {
                 },
             );
         }
-    } else if let (Some(d), Some(start)) = (c.dirty_kib, throttle_start_kib(c)) {
+    }
+    // The thread's own kernel stack, caught mid-stall, is direct evidence.
+    if let Some(cause) = f.stack.and_then(stack_cause) {
+        return high(cause, Evidence::default());
+    }
+    // Without tracing, counters can only suggest throttling.
+    if let (None, Some(d), Some(start)) = (f.trace, c.dirty_kib, throttle_start_kib(c)) {
         if d >= start {
             return Attribution {
                 cause: Cause::DirtyThrottle,
@@ -261,7 +296,33 @@ mod tests {
             dur_ms: 650.0,
             trace,
             counters: c,
+            stack: None,
         }
+    }
+
+    #[test]
+    fn a_mid_stall_stack_decides_when_trace_is_silent() {
+        let c = Counters::default();
+        let mut f = facts(OpKind::Write, None, &c);
+        f.stack =
+            Some("folio_wait_writeback < __filemap_fdatawait_range < file_write_and_wait_range");
+        let a = attribute(&f);
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::WritebackWait, Confidence::High)
+        );
+        assert!(a
+            .evidence
+            .kernel_stack
+            .unwrap()
+            .starts_with("folio_wait_writeback"));
+        f.stack = Some("jbd2_log_wait_commit < ext4_sync_file");
+        let a = attribute(&f);
+        assert_eq!(a.cause, Cause::Unknown);
+        assert_eq!(
+            a.evidence.kernel_stack.as_deref(),
+            Some("jbd2_log_wait_commit < ext4_sync_file")
+        );
     }
 
     #[test]
