@@ -14,7 +14,7 @@ base=${3:-/dev/shm}
 cd "$(dirname "$0")/.."
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)" >&2; exit 1; }
 cargo build --release --quiet
-bin=target/release/stallscope
+bin=${CARGO_TARGET_DIR:-target}/release/stallscope
 work=$(mktemp -d "$base/bench-vs-fio.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 

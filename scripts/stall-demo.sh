@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (loop devices, mount, sysctls)" >&2; exit 1; }
 command -v "mkfs.$fs" >/dev/null || { echo "mkfs.$fs missing (apt-get install e2fsprogs/xfsprogs/btrfs-progs)" >&2; exit 1; }
 cargo build --release --quiet
-bin=$PWD/target/release/stallscope
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release/stallscope
 
 work=$(mktemp -d /var/tmp/stall-demo.XXXXXX)
 vm=/proc/sys/vm

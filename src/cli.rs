@@ -14,6 +14,8 @@ O_DIRECT, Ceph's journal+apply), times every op, and reports throughput,
 latency percentiles and stall events per interval.";
 
 const EXAMPLES: &str = "Examples:
+  stallscope --target /mnt/xfs --target /mnt/ext4
+      the live dashboard (Tab switches target, m mode, ? help)
   stallscope run --duration 30s
       mmap commitlog writers on a scratch dir under $TMPDIR or /var/tmp
   stallscope run --target /mnt/xfs --target /mnt/ext4 --mode buffered --threads 8
@@ -25,7 +27,12 @@ Writers work in DIR/.stallscope-<pid>/ and remove it on exit (also on Ctrl-C,
 SIGTERM and SIGHUP). Exit codes: 0 ok, 1 runtime error, 2 bad input.";
 
 #[derive(Parser, Debug)]
-#[command(name = "stallscope", version, about = ABOUT, after_help = EXAMPLES)]
+#[command(
+    name = "stallscope",
+    version,
+    about = ABOUT,
+    after_help = EXAMPLES
+)]
 pub struct Cli {
     /// TOML config file (see config.example.toml); options given here override it.
     #[arg(long, global = true, value_name = "FILE")]
@@ -33,6 +40,45 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Option<Command>,
+
+    /// With no subcommand: the dashboard, with these workload options.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    #[command(flatten)]
+    pub ui: UiArgs,
+}
+
+/// How the dashboard draws.
+#[derive(Args, Debug, Clone)]
+pub struct UiArgs {
+    /// Most redraws per second (redraws happen only on new data or input).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub fps: u32,
+
+    /// Time span the charts show.
+    #[arg(long, value_name = "DUR", default_value = "120s")]
+    pub window: Dur,
+
+    /// Plain ASCII: no braille or box-drawing glyphs.
+    #[arg(long)]
+    pub ascii: bool,
+
+    /// No colours (also when NO_COLOR is set).
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+impl UiArgs {
+    pub fn options(&self) -> crate::tui::term::UiOptions {
+        let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        crate::tui::term::UiOptions {
+            fps: self.fps,
+            window_s: self.window.0.as_secs().clamp(10, 3600),
+            ascii: self.ascii,
+            color: !(self.no_color || no_color_env),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -40,6 +86,13 @@ pub enum Command {
     /// Run the workload headless: one line per interval, then a summary.
     #[command(after_help = EXAMPLES)]
     Run(WorkloadArgs),
+    /// Open the live dashboard (the same as no subcommand).
+    Watch {
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        #[command(flatten)]
+        ui: UiArgs,
+    },
     /// Show what this machine lets stallscope see (tracing, PSI, devices, dirty limits) and why not.
     Probe {
         /// Directory to inspect (repeatable). Default: $TMPDIR, else /var/tmp.
@@ -48,7 +101,7 @@ pub enum Command {
     },
 }
 
-#[derive(Args, Debug, Default, Clone)]
+#[derive(Args, Debug, Default, Clone, PartialEq)]
 pub struct WorkloadArgs {
     /// Directory to write under (repeat for several targets). Default: $TMPDIR, else /var/tmp.
     #[arg(long = "target", short = 't', value_name = "DIR")]
@@ -139,6 +192,19 @@ impl WorkloadArgs {
         if let Some(v) = &self.journal_dir {
             cfg.journal_dir = Some(v.clone());
         }
+    }
+}
+
+impl Cli {
+    /// Workload options belong after the subcommand; given before it they
+    /// would be silently ignored, so say so.
+    pub fn check_placement(&self) -> Result<(), crate::error::UsageError> {
+        if self.command.is_some() && self.workload != WorkloadArgs::default() {
+            return Err(crate::error::UsageError::new(
+                "workload options go after the subcommand, e.g. `stallscope run --threads 8`",
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -23,6 +23,7 @@ pub mod scratch;
 pub mod snapshot;
 #[cfg(test)]
 mod testenv;
+pub mod tui;
 pub mod units;
 pub mod watchdog;
 pub mod writer;

@@ -13,6 +13,7 @@ fn main() {
 }
 
 fn real_main(cli: Cli) -> anyhow::Result<()> {
+    cli.check_placement()?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -39,9 +40,13 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Some(Command::Watch { workload, ui }) => {
+            let cfg = stallscope::cli::layered(cli.config.as_deref(), &workload)?;
+            stallscope::tui::term::run_dashboard(&cfg, &ui.options(), stop)
+        }
         None => {
-            eprintln!("stallscope: the live dashboard is not built yet; use `stallscope run` (see --help)");
-            std::process::exit(2);
+            let cfg = stallscope::cli::layered(cli.config.as_deref(), &cli.workload)?;
+            stallscope::tui::term::run_dashboard(&cfg, &cli.ui.options(), stop)
         }
     }
 }

@@ -1,0 +1,267 @@
+//! The dashboard's event loop: the terminal (raw mode, alternate screen,
+//! restored on every exit path including panics), an input thread, and the
+//! session thread that runs the writers and samplers. One `UiEvent` enum
+//! carries everything into the loop; a dead worker becomes an event.
+
+use super::app::{App, Header, Style};
+use super::keys::action_for;
+use crate::config::Config;
+use crate::control::{Control, Notice};
+use crate::error::UsageError;
+use crate::measure::EventKind;
+use crate::output::Sink;
+use crate::run::{prepare, Placement, Session};
+use crate::snapshot::{LiveStall, Snapshot, Summary, TargetMeta};
+use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use crossterm::event::{self, Event as CtEvent, KeyEventKind};
+use crossterm::{cursor, execute, terminal};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Dashboard options on top of the workload's.
+#[derive(Clone, Debug)]
+pub struct UiOptions {
+    pub fps: u32,
+    pub window_s: u64,
+    pub ascii: bool,
+    pub color: bool,
+}
+
+/// Everything the loop reacts to.
+pub enum UiEvent {
+    Key(event::KeyEvent),
+    Resize,
+    Snapshot(Box<Snapshot>),
+    Live(Vec<LiveStall>),
+    Notice(Notice),
+    /// The session thread ended (None: normally; Some: why it failed).
+    SessionEnded(Option<String>),
+}
+
+/// Puts the terminal back however we leave: drop, error or panic.
+struct TermGuard;
+
+impl TermGuard {
+    fn enter() -> io::Result<TermGuard> {
+        terminal::enable_raw_mode()?;
+        let g = TermGuard;
+        execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+        Ok(g)
+    }
+}
+
+fn restore_terminal() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+    let _ = io::stdout().flush();
+}
+
+impl Drop for TermGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+/// Feeds snapshots from the session thread to the UI.
+struct ChannelSink(Sender<UiEvent>);
+
+impl Sink for ChannelSink {
+    fn begin(&mut self, _targets: &[TargetMeta]) -> io::Result<()> {
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> io::Result<()> {
+        for e in s.events.iter().filter(|e| e.kind == EventKind::WriterError) {
+            let _ = self
+                .0
+                .send(UiEvent::Notice(Notice::WorkerError(e.message.clone())));
+        }
+        self.0
+            .send(UiEvent::Snapshot(Box::new(s.clone())))
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+    fn summary(&mut self, _s: &Summary) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs the dashboard until the person quits or a signal sets `stop`.
+pub fn run_dashboard(cfg: &Config, opts: &UiOptions, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    if !io::stdout().is_terminal() {
+        return Err(UsageError::new(
+            "stdout is not a terminal; use `stallscope run` for headless output",
+        )
+        .into());
+    }
+    cfg.validate()?;
+    let prepared = prepare(cfg)?;
+    let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
+    let session = Session::start(cfg, prepared, Placement::One(0))?;
+    let header = Header {
+        mode: cfg.mode,
+        threads: cfg.threads,
+        record_size: cfg.record_size(),
+        sync: cfg.sync,
+        active: 0,
+        recording: false,
+        tracing: session.trace_error.clone().map_or(Ok(()), Err),
+        replay: false,
+    };
+    let style = Style {
+        ascii: opts.ascii,
+        color: opts.color,
+    };
+    let mut app = App::new(header, metas, opts.window_s, style);
+
+    let (ui_tx, ui_rx) = unbounded::<UiEvent>();
+    let (ctl_tx, ctl_rx) = unbounded::<Control>();
+    let session_thread = spawn_session(session, ctl_rx, ui_tx.clone(), stop.clone());
+    spawn_input(ui_tx, stop.clone());
+
+    let prev_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        prev_hook(info);
+    }));
+    let result = {
+        let _guard = TermGuard::enter()?;
+        let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+        event_loop(&mut term, &mut app, &ui_rx, &ctl_tx, &stop, opts.fps)
+    };
+    stop.store(true, Ordering::Relaxed);
+    let _ = ctl_tx.send(Control::Quit);
+    eprintln!("stallscope: stopping writers and removing scratch files…");
+    let _ = session_thread.join();
+    let _ = std::panic::take_hook();
+    result
+}
+
+fn event_loop<B: ratatui::backend::Backend>(
+    term: &mut Terminal<B>,
+    app: &mut App,
+    rx: &Receiver<UiEvent>,
+    ctl: &Sender<Control>,
+    stop: &AtomicBool,
+    fps: u32,
+) -> anyhow::Result<()> {
+    let frame_gap = Duration::from_secs_f64(1.0 / fps.max(1) as f64);
+    let mut dirty = true;
+    let mut last_draw = Instant::now() - frame_gap;
+    while !stop.load(Ordering::Relaxed) && !app.should_quit() {
+        if dirty && last_draw.elapsed() >= frame_gap {
+            term.draw(|f| super::ui::draw(f, app))?;
+            last_draw = Instant::now();
+            dirty = false;
+        }
+        let wait = if dirty {
+            frame_gap.saturating_sub(last_draw.elapsed())
+        } else {
+            Duration::from_millis(250)
+        };
+        let ev = match rx.recv_timeout(wait) {
+            Ok(ev) => ev,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        dirty |= handle(app, ev, ctl);
+        for ev in rx.try_iter().take(1000) {
+            dirty |= handle(app, ev, ctl);
+        }
+    }
+    Ok(())
+}
+
+/// Applies one event to the app; true if the screen should be redrawn.
+fn handle(app: &mut App, ev: UiEvent, ctl: &Sender<Control>) -> bool {
+    match ev {
+        UiEvent::Key(k) => {
+            if k.kind == KeyEventKind::Release {
+                return false;
+            }
+            if let Some(a) = action_for(k, app.prompt_open()) {
+                if let Some(c) = app.on_action(a) {
+                    let _ = ctl.send(c);
+                }
+            }
+            true
+        }
+        UiEvent::Resize => true,
+        UiEvent::Snapshot(s) => {
+            app.on_snapshot(&s);
+            true
+        }
+        UiEvent::Live(l) => {
+            let changed = !(l.is_empty() && app.live_is_empty());
+            app.on_live(l);
+            changed
+        }
+        UiEvent::Notice(n) => {
+            app.on_notice(n);
+            true
+        }
+        UiEvent::SessionEnded(why) => {
+            if let Some(w) = why {
+                app.on_notice(Notice::WorkerError(format!("measurement stopped: {w}")));
+            }
+            true
+        }
+    }
+}
+
+fn spawn_session(
+    mut s: Session,
+    ctl: Receiver<Control>,
+    ui: Sender<UiEvent>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("ss-session".into())
+        .spawn(move || {
+            let mut sink = ChannelSink(ui.clone());
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    for c in ctl.try_iter() {
+                        if c == Control::Quit {
+                            return;
+                        }
+                        let n = s.apply(c);
+                        let _ = ui.send(UiEvent::Notice(n));
+                    }
+                    if s.step(None, &mut sink).is_err() {
+                        return;
+                    }
+                    let _ = ui.send(UiEvent::Live(s.live()));
+                }
+            }));
+            let why = res.err().map(|_| "the session thread panicked".to_string());
+            let _ = s.finish(None, None);
+            let _ = ui.send(UiEvent::SessionEnded(why));
+        })
+        .expect("spawn session thread")
+}
+
+fn spawn_input(ui: Sender<UiEvent>, stop: Arc<AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("ss-input".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match event::poll(Duration::from_millis(100)) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(_) => break,
+                }
+                let ev = match event::read() {
+                    Ok(CtEvent::Key(k)) => UiEvent::Key(k),
+                    Ok(CtEvent::Resize(..)) => UiEvent::Resize,
+                    Ok(_) => continue,
+                    Err(_) => break,
+                };
+                if ui.send(ev).is_err() {
+                    break;
+                }
+            }
+        });
+}

@@ -1,0 +1,215 @@
+//! The dashboard in a real terminal: tmux runs the binary, send-keys types,
+//! capture-pane reads the screen. Needs tmux (CI installs it).
+
+mod common;
+
+use common::{have, skip};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str, cols: u16, rows: u16) -> Tmux {
+        let session = format!("ss-test-{}-{}", std::process::id(), rows);
+        let ok = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                &cols.to_string(),
+                "-y",
+                &rows.to_string(),
+            ])
+            .arg(format!("{cmd}; echo EXIT=$?; sleep 30"))
+            .env("TERM", "xterm-256color")
+            .status()
+            .unwrap();
+        assert!(ok.success(), "tmux new-session");
+        Tmux { session }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let ok = Command::new("tmux")
+            .args(["send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    fn capture(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.session])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen contains `needle`; returns the screen.
+    fn wait_for(&self, needle: &str, secs: u64) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.capture();
+            if s.contains(needle) {
+                return s;
+            }
+            if t0.elapsed() > Duration::from_secs(secs) {
+                panic!("screen never showed {needle:?}; last screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        let out = Command::new("tmux")
+            .args(["list-panes", "-t", &self.session, "-F", "#{pane_pid}"])
+            .output()
+            .unwrap();
+        let shell: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        // The stallscope process is the shell's child.
+        let kids = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+            .unwrap_or_default();
+        kids.split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(shell)
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+fn leftovers(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".stallscope-")
+        })
+        .count()
+}
+
+fn dashboard_cmd(a: &Path, b: &Path) -> String {
+    format!(
+        "{} --target {} --target {} --mode mmap --threads 2 --sync none",
+        env!("CARGO_BIN_EXE_stallscope"),
+        a.display(),
+        b.display()
+    )
+}
+
+#[test]
+fn keys_switch_target_and_mode_then_quit_cleanly() {
+    if !have("tmux") {
+        skip(
+            "keys_switch_target_and_mode_then_quit_cleanly",
+            "tmux is not installed",
+        );
+        return;
+    }
+    let a = tempfile::tempdir_in("/dev/shm").unwrap();
+    let b = tempfile::tempdir_in("/dev/shm").unwrap();
+    let t = Tmux::start(&dashboard_cmd(a.path(), b.path()), 120, 40);
+    let s = t.wait_for("1/2", 15);
+    assert!(
+        s.contains(&a.path().display().to_string()),
+        "header shows target 1:\n{s}"
+    );
+    assert!(s.contains("mmap"), "{s}");
+    t.keys(&["Tab"]);
+    let s = t.wait_for("2/2", 10);
+    assert!(
+        s.contains(&b.path().display().to_string()),
+        "header shows target 2:\n{s}"
+    );
+    t.keys(&["m"]);
+    let s = t.wait_for("buffered", 10);
+    assert!(s.contains("2/2"), "{s}");
+    t.keys(&["+"]);
+    t.wait_for("× 3", 10);
+    t.keys(&["?"]);
+    let s = t.wait_for("next target", 10);
+    assert!(s.contains("quit"), "help lists the keys:\n{s}");
+    t.keys(&["Escape"]);
+    // A key right after Esc would read as Alt+key; a person pauses.
+    std::thread::sleep(Duration::from_millis(400));
+    let s = t.capture();
+    assert!(!s.contains("next target"), "Esc closed the help:\n{s}");
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 20);
+    assert_eq!(
+        leftovers(a.path()) + leftovers(b.path()),
+        0,
+        "scratch removed"
+    );
+}
+
+#[test]
+fn sighup_restores_and_cleans_up() {
+    if !have("tmux") {
+        skip("sighup_restores_and_cleans_up", "tmux is not installed");
+        return;
+    }
+    let a = tempfile::tempdir_in("/dev/shm").unwrap();
+    let b = tempfile::tempdir_in("/dev/shm").unwrap();
+    let t = Tmux::start(&dashboard_cmd(a.path(), b.path()), 100, 30);
+    t.wait_for("1/2", 15);
+    let pid = t.pid();
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    let s = t.wait_for("EXIT=", 20);
+    assert!(s.contains("EXIT=0"), "clean exit on SIGHUP:\n{s}");
+    assert_eq!(
+        leftovers(a.path()) + leftovers(b.path()),
+        0,
+        "scratch removed"
+    );
+}
+
+#[test]
+fn tiny_terminal_and_resize_do_not_crash() {
+    if !have("tmux") {
+        skip(
+            "tiny_terminal_and_resize_do_not_crash",
+            "tmux is not installed",
+        );
+        return;
+    }
+    let a = tempfile::tempdir_in("/dev/shm").unwrap();
+    let b = tempfile::tempdir_in("/dev/shm").unwrap();
+    let t = Tmux::start(&dashboard_cmd(a.path(), b.path()), 80, 24);
+    t.wait_for("1/2", 15);
+    for (w, h) in [(20, 5), (200, 50), (80, 24)] {
+        let ok = Command::new("tmux")
+            .args([
+                "resize-window",
+                "-t",
+                &t.session,
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!t.capture().contains("EXIT="), "still running at {w}x{h}");
+    }
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 20);
+}
