@@ -774,14 +774,26 @@ fn draw_marks(buf: &mut Buffer, plot: Rect, app: &App, v: &TargetView, th: &Them
             th.fg(Color::Cyan),
         );
     }
-    for t in v.marks_in(t0, t1) {
-        let st = th.fg(Color::Red).add_modifier(Modifier::BOLD);
-        mark(buf, plot, col(t), th.g.stall_top, th.g.stall_line, st);
+    let mut cols: Vec<u16> = v.marks_in(t0, t1).map(col).collect();
+    cols.dedup();
+    // Dense stalls would paint the whole chart with lines and hide the data:
+    // then only the glyph on the top row marks them.
+    let line = if cols.len() * 8 <= usize::from(plot.width) {
+        th.g.stall_line
+    } else {
+        ""
+    };
+    let st = th.fg(Color::Red).add_modifier(Modifier::BOLD);
+    for x in cols {
+        mark(buf, plot, x, th.g.stall_top, line, st);
     }
 }
 
 fn mark(buf: &mut Buffer, plot: Rect, x: u16, top: &str, line: &str, st: RStyle) {
     put_str(buf, x, plot.y, top, 1, st);
+    if line.is_empty() {
+        return;
+    }
     for y in plot.y + 1..plot.bottom() {
         if let Some(cell) = buf.cell_mut(Position::new(x, y)) {
             if cell.symbol() == " " {
