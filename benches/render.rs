@@ -144,6 +144,7 @@ fn filled() -> App {
             targets: (0..TARGETS).map(|i| interval(i, t, i == active)).collect(),
             stalls,
             kernel: Some(kernel(t)),
+            raw: None,
             wb_starts: None,
             in_progress: Vec::new(),
             events: Vec::new(),

@@ -4,7 +4,7 @@
 
 use crate::config::Mode;
 use crate::kernel::attribute::{attribute, Counters, StallFacts, ThreadTrace};
-use crate::kernel::proc::KernelInterval;
+use crate::kernel::proc::{derive, KernelInterval, ProcSample};
 use crate::kernel::trace::TraceKind;
 use crate::measure::{new_histogram, Batch, Msg, StallEvent};
 use crate::snapshot::{
@@ -53,7 +53,8 @@ impl Acc {
 /// One interval being filled.
 struct Pending {
     accs: Vec<Acc>,
-    kernel: Option<KernelInterval>,
+    /// The raw kernel sample taken at the interval's end.
+    raw: Option<ProcSample>,
     wb_starts: BTreeMap<String, u64>,
 }
 
@@ -86,6 +87,9 @@ pub struct Aggregator {
     tracing: bool,
     recent_trace: VecDeque<ThreadEvent>,
     recent_kernel: VecDeque<(u64, KernelInterval)>,
+    /// The raw sample the next interval's kernel figures are derived from.
+    last_raw: Option<ProcSample>,
+    page_kib: u64,
     /// Kernel stacks the watchdog took of stalled ops, until attributed.
     stacks: HashMap<(usize, u32, u64), String>,
     totals: Vec<TargetSummary>,
@@ -119,6 +123,8 @@ impl Aggregator {
             recent_trace: VecDeque::new(),
             recent_kernel: VecDeque::new(),
             stacks: HashMap::new(),
+            last_raw: None,
+            page_kib: 4,
             totals,
             in_progress: Vec::new(),
             events: Vec::new(),
@@ -173,7 +179,7 @@ impl Aggregator {
         while self.pending.len() <= i {
             self.pending.push_back(Pending {
                 accs: (0..n).map(|_| Acc::new()).collect(),
-                kernel: None,
+                raw: None,
                 wb_starts: BTreeMap::new(),
             });
         }
@@ -184,13 +190,18 @@ impl Aggregator {
         &mut self.pending_at(interval).accs[target]
     }
 
-    /// The kernel's view of interval `index` (from the proc sampler).
-    pub fn fold_kernel(&mut self, index: u64, k: KernelInterval) {
-        if index < self.next_emit {
-            return;
-        }
-        self.recent_kernel.push_back((index, k.clone()));
-        self.pending_at(index).kernel = Some(k);
+    /// The raw kernel sample at the start of the run; kernel figures of
+    /// each interval are derived at emit time from consecutive raw samples,
+    /// the same way replay derives them from a recording.
+    pub fn set_kernel_base(&mut self, start: ProcSample, page_kib: u64) {
+        self.last_raw = Some(start);
+        self.page_kib = page_kib;
+    }
+
+    /// The raw kernel sample taken at the end of interval `index` (a late
+    /// one joins the oldest open interval).
+    pub fn fold_kernel(&mut self, index: u64, raw: ProcSample) {
+        self.pending_at(index).raw = Some(raw);
     }
 
     /// One trace event; `t_ns` on the run's clock.
@@ -306,7 +317,9 @@ impl Aggregator {
             out.push(self.emit(self.interval_ns));
         }
         let partial = end_ns.saturating_sub(self.next_emit * self.interval_ns);
-        if !self.pending.is_empty() && partial * 2 >= self.interval_ns {
+        // A trailing partial interval is emitted with its true length, so
+        // the intervals always add up to the summary (report relies on it).
+        if !self.pending.is_empty() && partial > 0 {
             out.push(self.emit(partial));
         }
         // What is left is too short to print as a rate, but it counts.
@@ -450,6 +463,16 @@ impl Aggregator {
         let index = self.next_emit;
         self.next_emit += 1;
         let t_end = index * self.interval_ns + len_ns;
+        let kernel = match (&self.last_raw, &p.raw) {
+            (Some(prev), Some(cur)) => Some(derive(prev, cur, self.page_kib)),
+            _ => None,
+        };
+        if let Some(k) = &kernel {
+            self.recent_kernel.push_back((index, k.clone()));
+        }
+        if p.raw.is_some() {
+            self.last_raw = p.raw.clone();
+        }
         let mut events: Vec<StallEvent> = Vec::new();
         let tracing = self.tracing;
         let targets = p
@@ -498,7 +521,8 @@ impl Aggregator {
             interval_s: len_ns as f64 / 1e9,
             targets,
             stalls,
-            kernel: p.kernel,
+            kernel,
+            raw: p.raw,
             wb_starts: tracing.then_some(p.wb_starts),
             in_progress: self
                 .in_progress
@@ -628,18 +652,14 @@ mod tests {
     }
 
     #[test]
-    fn short_tail_goes_to_summary_only() {
+    fn a_partial_tail_is_emitted_with_its_length() {
         let mut a = agg(1);
         a.fold(batch(0, 0, 0, &[10]));
         a.fold(batch(0, 0, 1, &[10, 20]));
         let (snaps, sum) = a.finish(S + S / 10);
-        assert_eq!(snaps.len(), 1);
-        assert_eq!(sum.ops(), 3);
-        let mut a = agg(1);
-        a.fold(batch(0, 0, 0, &[10]));
-        a.fold(batch(0, 0, 1, &[10, 20]));
-        let (snaps, _) = a.finish(S + S * 6 / 10);
         assert_eq!(snaps.len(), 2);
-        assert!((snaps[1].interval_s - 0.6).abs() < 1e-9);
+        assert!((snaps[1].interval_s - 0.1).abs() < 1e-9);
+        let in_snaps: u64 = snaps.iter().map(|s| s.targets[0].ops).sum();
+        assert_eq!(in_snaps, sum.ops());
     }
 }

@@ -159,8 +159,8 @@ pub struct Session {
     watchdog: Watchdog,
     engines: Vec<Option<Engine>>,
     sampler: ProcSampler,
-    page_kib: u64,
-    prev_sample: kproc::ProcSample,
+    /// The first raw kernel sample (a recording's header keeps it).
+    pub start_sample: kproc::ProcSample,
     trace: Option<TraceSession>,
     /// Why tracing is unavailable, if it is.
     pub trace_error: Option<String>,
@@ -194,11 +194,12 @@ impl Session {
             })
             .collect();
         let interval_ns = timing.interval.as_nanos() as u64;
-        let agg = Aggregator::new(interval_ns, states);
+        let mut agg = Aggregator::new(interval_ns, states);
         let watchdog = Watchdog::start(clock, timing.threshold, tx.clone());
         let devices = device_list(&prepared);
         let mut sampler = ProcSampler::new(ProcRoot::default(), devices);
-        let prev_sample = sampler.sample(clock.now_ns());
+        let start_sample = sampler.sample(clock.now_ns());
+        agg.set_kernel_base(start_sample.clone(), kproc::page_kib());
         let engines = (0..prepared.targets.len()).map(|_| None).collect();
         let mut s = Session {
             cfg: cfg.clone(),
@@ -215,8 +216,7 @@ impl Session {
             watchdog,
             engines,
             sampler,
-            page_kib: kproc::page_kib(),
-            prev_sample,
+            start_sample,
             trace: None,
             trace_error: None,
             interval_ns,
@@ -443,7 +443,6 @@ impl Session {
             active: false,
         });
         self.sampler = ProcSampler::new(ProcRoot::default(), device_list(&self.prepared));
-        self.prev_sample = self.sampler.sample(self.now_ns());
         if let Err(e) = self.start_engines() {
             return Notice::Refused(format!("{e:#}"));
         }
@@ -494,9 +493,7 @@ impl Session {
     fn sample(&mut self, now: u64) {
         let cur = self.sampler.sample(now);
         let index = (now / self.interval_ns).saturating_sub(1);
-        self.agg
-            .fold_kernel(index, kproc::derive(&self.prev_sample, &cur, self.page_kib));
-        self.prev_sample = cur;
+        self.agg.fold_kernel(index, cur);
         self.next_boundary = (now / self.interval_ns + 1) * self.interval_ns;
     }
 
@@ -520,8 +517,7 @@ impl Session {
         // The kernel's view of the last (possibly partial) interval.
         let cur = self.sampler.sample(self.now_ns());
         let last = (self.next_boundary / self.interval_ns).saturating_sub(1);
-        self.agg
-            .fold_kernel(last, kproc::derive(&self.prev_sample, &cur, self.page_kib));
+        self.agg.fold_kernel(last, cur);
         self.stop_engines();
         let Session {
             rx,

@@ -104,6 +104,8 @@ pub struct Snapshot {
     /// System-wide dirty/writeback state and each target's device; None
     /// when /proc could not be sampled.
     pub kernel: Option<KernelInterval>,
+    /// The raw kernel sample `kernel` was derived from (what a recording keeps).
+    pub raw: Option<crate::kernel::proc::ProcSample>,
     /// Writeback started by the flusher, by reason; None without tracing.
     pub wb_starts: Option<BTreeMap<String, u64>>,
     /// Stalls in progress at the end of the interval.

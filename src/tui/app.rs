@@ -761,6 +761,7 @@ pub(crate) mod fixture {
             targets,
             stalls,
             kernel: Some(kernel(n, 40 + index % 50)),
+            raw: None,
             wb_starts: None,
             in_progress: Vec::new(),
             events: Vec::new(),
