@@ -322,9 +322,10 @@ impl Aggregator {
         if !self.pending.is_empty() && partial > 0 {
             out.push(self.emit(partial));
         }
-        // What is left is too short to print as a rate, but it counts.
+        // Ops that finished while the writers were stopping: emitted too, so
+        // the snapshots still add up to the summary.
         while !self.pending.is_empty() {
-            self.emit(self.interval_ns);
+            out.push(self.emit(self.interval_ns));
         }
         let summary = Summary {
             duration_s: end_ns as f64 / 1e9,

@@ -93,6 +93,33 @@ pub enum Command {
         #[command(flatten)]
         ui: UiArgs,
     },
+    /// Replay a recording in the dashboard (space play/pause, </> speed, n/N stalls, g go to).
+    Replay {
+        /// A file written by --record (plain or .zst).
+        file: PathBuf,
+        /// Playback speed, 1–64.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        speed: u32,
+        #[command(flatten)]
+        ui: UiArgs,
+    },
+    /// Summarize a recording: text per target and mode, and optionally an SVG chart and a CSV.
+    Report {
+        /// A file written by --record (plain or .zst).
+        file: PathBuf,
+        /// Write a chart (throughput, latency, dirty/writeback, stalls) as SVG.
+        #[arg(long, value_name = "OUT.svg")]
+        svg: Option<PathBuf>,
+        /// Write one row per interval and target, every numeric field.
+        #[arg(long, value_name = "OUT.csv")]
+        csv: Option<PathBuf>,
+        /// Only intervals ending after this time (e.g. 30s, 2m) since the start.
+        #[arg(long, value_name = "T")]
+        from: Option<Dur>,
+        /// Only intervals ending at or before this time.
+        #[arg(long, value_name = "T")]
+        to: Option<Dur>,
+    },
     /// Show what this machine lets stallscope see (tracing, PSI, devices, dirty limits) and why not.
     Probe {
         /// Directory to inspect (repeatable). Default: $TMPDIR, else /var/tmp.
@@ -162,6 +189,10 @@ pub struct WorkloadArgs {
     /// Output format.
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
+
+    /// Record the session to FILE (JSON Lines; zstd-compressed if it ends in .zst).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
 impl WorkloadArgs {

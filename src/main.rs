@@ -27,9 +27,24 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             let cfg = stallscope::cli::layered(cli.config.as_deref(), &args)?;
             let stdout = std::io::stdout().lock();
             let mut printer = Printer::new(std::io::BufWriter::new(stdout), cfg.format);
-            stallscope::run::run(&cfg, &stop, &mut printer)?;
+            stallscope::run::run(&cfg, args.record.as_deref(), &stop, &mut printer)?;
             Ok(())
         }
+        Some(Command::Replay { file, speed, ui }) => {
+            let rec = stallscope::recording::read(&file)
+                .map_err(|e| stallscope::error::UsageError::new(format!("{e:#}")))?;
+            if let Some(note) = rec.damage_note() {
+                eprintln!("stallscope: {note}");
+            }
+            stallscope::tui::replay::run_replay(rec, &ui.options(), speed, &stop)
+        }
+        Some(Command::Report {
+            file,
+            svg,
+            csv,
+            from,
+            to,
+        }) => stallscope::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
         Some(Command::Probe { targets }) => {
             for t in &targets {
                 stallscope::scratch::check_target(t)?;

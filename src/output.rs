@@ -19,6 +19,32 @@ pub trait Sink {
     fn begin(&mut self, targets: &[TargetMeta]) -> io::Result<()>;
     fn snapshot(&mut self, s: &Snapshot) -> io::Result<()>;
     fn summary(&mut self, s: &Summary) -> io::Result<()>;
+    /// A runtime action (target switch, mode change…); only a recording keeps it.
+    fn marker(&mut self, _m: &crate::recording::Marker) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Hands everything to two sinks (the printer and the recorder).
+pub struct Tee<'a>(pub &'a mut dyn Sink, pub &'a mut dyn Sink);
+
+impl Sink for Tee<'_> {
+    fn begin(&mut self, targets: &[TargetMeta]) -> io::Result<()> {
+        self.0.begin(targets)?;
+        self.1.begin(targets)
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> io::Result<()> {
+        self.0.snapshot(s)?;
+        self.1.snapshot(s)
+    }
+    fn summary(&mut self, s: &Summary) -> io::Result<()> {
+        self.0.summary(s)?;
+        self.1.summary(s)
+    }
+    fn marker(&mut self, m: &crate::recording::Marker) -> io::Result<()> {
+        self.0.marker(m)?;
+        self.1.marker(m)
+    }
 }
 
 #[derive(Serialize)]

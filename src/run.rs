@@ -103,11 +103,50 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
     Ok(Prepared { targets, journal })
 }
 
-/// Runs the workload until `duration` or until `stop` is set, feeding `sink`.
-pub fn run(cfg: &Config, stop: &AtomicBool, sink: &mut dyn Sink) -> anyhow::Result<Summary> {
+/// Runs the workload until `duration` or until `stop` is set, feeding `sink`
+/// (and a recording at `record`, when given).
+pub fn run(
+    cfg: &Config,
+    record: Option<&Path>,
+    stop: &AtomicBool,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Summary> {
     cfg.validate()?;
+    if let Some(r) = record {
+        check_record_path(r)?;
+    }
     let prepared = prepare(cfg)?;
-    run_prepared(cfg, prepared, stop, sink)
+    let s = Session::start(cfg, prepared, Placement::All)?;
+    match record {
+        Some(path) => {
+            let mut rec = crate::recording::Recorder::create(path, s.recording_header())?;
+            let mut tee = crate::output::Tee(sink, &mut rec);
+            run_session(cfg, s, stop, &mut tee)
+        }
+        None => run_session(cfg, s, stop, sink),
+    }
+}
+
+/// A recording file must not exist yet and its folder must.
+pub fn check_record_path(p: &Path) -> Result<(), UsageError> {
+    if p.exists() {
+        return Err(UsageError::new(format!(
+            "recording {} already exists; choose a new name",
+            p.display()
+        )));
+    }
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(UsageError::new(format!(
+            "cannot record to {}: {} is not a directory",
+            p.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The headless loop: every target runs its writers at once.
@@ -117,7 +156,16 @@ pub fn run_prepared(
     stop: &AtomicBool,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<Summary> {
-    let mut s = Session::start(cfg, prepared, Placement::All)?;
+    let s = Session::start(cfg, prepared, Placement::All)?;
+    run_session(cfg, s, stop, sink)
+}
+
+fn run_session(
+    cfg: &Config,
+    mut s: Session,
+    stop: &AtomicBool,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Summary> {
     sink.begin(&s.metas())?;
     let end_ns = cfg.duration.map(|d| d.0.as_nanos() as u64);
     let mut sink_err = None;
@@ -237,6 +285,16 @@ impl Session {
             }
         }
         Ok(s)
+    }
+
+    /// The header a recording of this session starts with.
+    pub fn recording_header(&self) -> crate::recording::Header {
+        crate::recording::Header::new(
+            &self.cfg,
+            self.metas(),
+            self.trace_error.clone(),
+            Some(self.start_sample.clone()),
+        )
     }
 
     pub fn metas(&self) -> Vec<TargetMeta> {

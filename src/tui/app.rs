@@ -211,6 +211,8 @@ pub struct App {
     /// each with one notice, so a refusal can undo what the header assumed.
     pending: VecDeque<Control>,
     quit: bool,
+    /// Replay: position, speed and play state, shown in the header.
+    replay_status: String,
 }
 
 impl App {
@@ -233,6 +235,7 @@ impl App {
             seen: None,
             pending: VecDeque::new(),
             quit: false,
+            replay_status: String::new(),
         }
     }
 
@@ -332,6 +335,16 @@ impl App {
     }
     pub fn prompt_open(&self) -> bool {
         self.prompt.is_some()
+    }
+    pub fn set_replay_status(&mut self, s: String) {
+        self.replay_status = s;
+    }
+    pub fn replay_status(&self) -> &str {
+        &self.replay_status
+    }
+    /// Quit from outside the key table (replay handles its own keys).
+    pub fn quit(&mut self) {
+        self.quit = true;
     }
     pub fn should_quit(&self) -> bool {
         self.quit

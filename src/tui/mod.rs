@@ -4,5 +4,6 @@
 
 pub mod app;
 pub mod keys;
+pub mod replay;
 pub mod term;
 pub mod ui;

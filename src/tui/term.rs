@@ -43,10 +43,10 @@ pub enum UiEvent {
 }
 
 /// Puts the terminal back however we leave: drop, error or panic.
-struct TermGuard;
+pub struct TermGuard;
 
 impl TermGuard {
-    fn enter() -> io::Result<TermGuard> {
+    pub fn enter() -> io::Result<TermGuard> {
         terminal::enable_raw_mode()?;
         let g = TermGuard;
         execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
@@ -64,6 +64,16 @@ impl Drop for TermGuard {
     fn drop(&mut self) {
         restore_terminal();
     }
+}
+
+/// Restores the terminal before a panic message is printed, so it is
+/// readable and the shell usable.
+pub fn install_panic_restore() {
+    let prev_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        prev_hook(info);
+    }));
 }
 
 /// Feeds snapshots from the session thread to the UI.
@@ -121,11 +131,7 @@ pub fn run_dashboard(cfg: &Config, opts: &UiOptions, stop: Arc<AtomicBool>) -> a
     let session_thread = spawn_session(session, ctl_rx, ui_tx.clone(), stop.clone());
     spawn_input(ui_tx, stop.clone());
 
-    let prev_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        restore_terminal();
-        prev_hook(info);
-    }));
+    install_panic_restore();
     let result = {
         let _guard = TermGuard::enter()?;
         let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;

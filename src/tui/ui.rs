@@ -467,6 +467,10 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
     }
     if h.replay {
         l1.push(flag("REPLAY", Color::Cyan));
+        l1.push(Span::styled(
+            format!(" {}", app.replay_status()),
+            th.fg(Color::Cyan),
+        ));
     }
     let tracing = match &h.tracing {
         Ok(()) => Span::styled("tracing: on", th.fg(Color::Green)),
