@@ -198,6 +198,14 @@ impl Aggregator {
         self.page_kib = page_kib;
     }
 
+    /// The newest interval that holds data and is not emitted yet.
+    pub fn last_open_index(&self) -> Option<u64> {
+        self.pending
+            .len()
+            .checked_sub(1)
+            .map(|i| self.next_emit + i as u64)
+    }
+
     /// The raw kernel sample taken at the end of interval `index` (a late
     /// one joins the oldest open interval).
     pub fn fold_kernel(&mut self, index: u64, raw: ProcSample) {

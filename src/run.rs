@@ -585,6 +585,7 @@ impl Session {
             mut agg,
             mut trace,
             clock,
+            mut sampler,
             ..
         } = self;
         drop(watchdog);
@@ -592,6 +593,11 @@ impl Session {
         drop(tx);
         for m in rx.try_iter() {
             agg.fold(m);
+        }
+        // Ops that finished while stopping form one more interval: give it
+        // the kernel's view too.
+        if let Some(i) = agg.last_open_index().filter(|&i| i > last) {
+            agg.fold_kernel(i, sampler.sample(clock.now_ns()));
         }
         if let Some(t) = trace.as_mut() {
             for ev in t.drain() {
