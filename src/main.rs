@@ -57,11 +57,16 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Watch { workload, ui }) => {
             let cfg = stallscope::cli::layered(cli.config.as_deref(), &workload)?;
-            stallscope::tui::term::run_dashboard(&cfg, &ui.options(), stop)
+            stallscope::tui::term::run_dashboard(&cfg, &ui.options(), workload.record.clone(), stop)
         }
         None => {
             let cfg = stallscope::cli::layered(cli.config.as_deref(), &cli.workload)?;
-            stallscope::tui::term::run_dashboard(&cfg, &cli.ui.options(), stop)
+            stallscope::tui::term::run_dashboard(
+                &cfg,
+                &cli.ui.options(),
+                cli.workload.record.clone(),
+                stop,
+            )
         }
     }
 }

@@ -461,7 +461,7 @@ impl Session {
                 self.restart(applied(format!("{n} threads")))
             }
             Control::AddTarget(p) => self.add_target(p),
-            Control::Record(_) => Notice::Refused("recording comes with a later release".into()),
+            Control::Record(_) => Notice::Refused("recording is driven by the dashboard".into()),
             Control::Quit => applied("quit".into()),
         }
     }

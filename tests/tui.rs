@@ -14,7 +14,9 @@ struct Tmux {
 
 impl Tmux {
     fn start(cmd: &str, cols: u16, rows: u16) -> Tmux {
-        let session = format!("ss-test-{}-{}", std::process::id(), rows);
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let session = format!("ss-test-{}-{n}-{rows}", std::process::id());
         let ok = Command::new("tmux")
             .args([
                 "new-session",
@@ -212,4 +214,34 @@ fn tiny_terminal_and_resize_do_not_crash() {
     }
     t.keys(&["q"]);
     t.wait_for("EXIT=0", 20);
+}
+
+#[test]
+fn r_key_records_a_replayable_session_with_markers() {
+    if !have("tmux") {
+        skip("r_key_records_a_replayable_session_with_markers", "tmux is not installed");
+        return;
+    }
+    let a = tempfile::tempdir_in("/dev/shm").unwrap();
+    let b = tempfile::tempdir_in("/dev/shm").unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let cmd = format!("cd {} && {}", cwd.path().display(), dashboard_cmd(a.path(), b.path()));
+    let t = Tmux::start(&cmd, 120, 40);
+    t.wait_for("1/2", 15);
+    t.keys(&["r"]);
+    t.wait_for("recording to", 10);
+    std::thread::sleep(Duration::from_millis(2500));
+    t.keys(&["Tab"]);
+    t.wait_for("2/2", 10);
+    std::thread::sleep(Duration::from_millis(2500));
+    t.keys(&["r"]);
+    t.wait_for("recording saved", 10);
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 20);
+    let files: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let rec = stallscope::recording::read(&files[0]).unwrap();
+    assert!(rec.snapshots.len() >= 3, "{} intervals", rec.snapshots.len());
+    let kinds: Vec<&str> = rec.markers.iter().map(|m| m.kind.as_str()).collect();
+    assert_eq!(kinds, ["recording_start", "target_switch", "recording_stop"]);
 }

@@ -9,7 +9,8 @@ use crate::config::Config;
 use crate::control::{Control, Notice};
 use crate::error::UsageError;
 use crate::measure::EventKind;
-use crate::output::Sink;
+use crate::output::{Sink, Tee};
+use crate::recording::{Marker, Recorder};
 use crate::run::{prepare, Placement, Session};
 use crate::snapshot::{LiveStall, Snapshot, Summary, TargetMeta};
 use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
@@ -18,6 +19,7 @@ use crossterm::{cursor, execute, terminal};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,7 +101,12 @@ impl Sink for ChannelSink {
 }
 
 /// Runs the dashboard until the person quits or a signal sets `stop`.
-pub fn run_dashboard(cfg: &Config, opts: &UiOptions, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub fn run_dashboard(
+    cfg: &Config,
+    opts: &UiOptions,
+    record: Option<PathBuf>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
     if !io::stdout().is_terminal() {
         return Err(UsageError::new(
             "stdout is not a terminal; use `stallscope run` for headless output",
@@ -107,6 +114,9 @@ pub fn run_dashboard(cfg: &Config, opts: &UiOptions, stop: Arc<AtomicBool>) -> a
         .into());
     }
     cfg.validate()?;
+    if let Some(r) = &record {
+        crate::run::check_record_path(r)?;
+    }
     let prepared = prepare(cfg)?;
     let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
     let session = Session::start(cfg, prepared, Placement::One(0))?;
@@ -116,7 +126,7 @@ pub fn run_dashboard(cfg: &Config, opts: &UiOptions, stop: Arc<AtomicBool>) -> a
         record_size: cfg.record_size(),
         sync: cfg.sync,
         active: 0,
-        recording: false,
+        recording: record.is_some(),
         tracing: session.trace_error.clone().map_or(Ok(()), Err),
         replay: false,
     };
@@ -128,7 +138,7 @@ pub fn run_dashboard(cfg: &Config, opts: &UiOptions, stop: Arc<AtomicBool>) -> a
 
     let (ui_tx, ui_rx) = unbounded::<UiEvent>();
     let (ctl_tx, ctl_rx) = unbounded::<Control>();
-    let session_thread = spawn_session(session, ctl_rx, ui_tx.clone(), stop.clone());
+    let session_thread = spawn_session(session, ctl_rx, ui_tx.clone(), stop.clone(), record);
     spawn_input(ui_tx, stop.clone());
 
     install_panic_restore();
@@ -217,33 +227,143 @@ fn handle(app: &mut App, ev: UiEvent, ctl: &Sender<Control>) -> bool {
     }
 }
 
+/// The recording the `r` key (or --record) keeps, and where the next goes.
+struct Rec {
+    on: Option<Recorder>,
+    /// --record FILE, used for the first recording; later ones get a timestamped name.
+    first_path: Option<PathBuf>,
+}
+
+impl Rec {
+    fn next_path(&mut self) -> PathBuf {
+        if let Some(p) = self.first_path.take() {
+            return p;
+        }
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut p = PathBuf::from(format!("stallscope-{secs}.jsonl"));
+        let mut n = 1;
+        while p.exists() {
+            p = PathBuf::from(format!("stallscope-{secs}-{n}.jsonl"));
+            n += 1;
+        }
+        p
+    }
+
+    /// Starts or stops recording; the one notice that answers the key.
+    fn toggle(&mut self, on: bool, s: &Session) -> Notice {
+        let t_s = s.now_ns() as f64 / 1e9;
+        if on {
+            let path = self.next_path();
+            match Recorder::create(&path, s.recording_header()) {
+                Ok(mut r) => {
+                    let _ = r.marker(&marker(t_s, "recording_start", &path.display().to_string()));
+                    self.on = Some(r);
+                    Notice::Applied {
+                        t_s,
+                        what: format!("recording to {}", path.display()),
+                    }
+                }
+                Err(e) => Notice::Refused(format!("cannot record: {e}")),
+            }
+        } else {
+            match self.on.take() {
+                Some(mut r) => {
+                    let _ = r.marker(&marker(t_s, "recording_stop", ""));
+                    Notice::Applied {
+                        t_s,
+                        what: format!("recording saved in {}", r.path().display()),
+                    }
+                }
+                None => Notice::Refused("not recording".into()),
+            }
+        }
+    }
+}
+
+fn marker(t_s: f64, kind: &str, detail: &str) -> Marker {
+    Marker {
+        t_s,
+        kind: kind.into(),
+        detail: detail.into(),
+        meta: None,
+    }
+}
+
+/// The recording line for an applied control.
+fn control_marker(c: &Control, n: &Notice) -> Option<Marker> {
+    let Notice::Applied { t_s, what } = n else {
+        return match n {
+            Notice::TargetAdded(_, meta) => Some(Marker {
+                meta: Some(meta.clone()),
+                ..marker(0.0, "target_added", &meta.path)
+            }),
+            _ => None,
+        };
+    };
+    let kind = match c {
+        Control::Pause(true) => "pause",
+        Control::Pause(false) => "resume",
+        Control::SwitchTarget(_) => "target_switch",
+        Control::SetMode(_) => "mode_change",
+        Control::SetThreads(_) => "thread_change",
+        _ => return None,
+    };
+    Some(marker(*t_s, kind, what))
+}
+
 fn spawn_session(
     mut s: Session,
     ctl: Receiver<Control>,
     ui: Sender<UiEvent>,
     stop: Arc<AtomicBool>,
+    record: Option<PathBuf>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("ss-session".into())
         .spawn(move || {
             let mut sink = ChannelSink(ui.clone());
+            let mut rec = Rec {
+                on: None,
+                first_path: record.clone(),
+            };
+            if record.is_some() {
+                let n = rec.toggle(true, &s);
+                let _ = ui.send(UiEvent::Notice(n));
+            }
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 while !stop.load(Ordering::Relaxed) {
                     for c in ctl.try_iter() {
-                        if c == Control::Quit {
-                            return;
-                        }
-                        let n = s.apply(c);
+                        let n = match c {
+                            Control::Quit => return,
+                            Control::Record(on) => rec.toggle(on, &s),
+                            ref c => {
+                                let n = s.apply(c.clone());
+                                if let (Some(r), Some(m)) = (rec.on.as_mut(), control_marker(c, &n))
+                                {
+                                    let _ = r.marker(&m);
+                                }
+                                n
+                            }
+                        };
                         let _ = ui.send(UiEvent::Notice(n));
                     }
-                    if s.step(None, &mut sink).is_err() {
+                    let res = match rec.on.as_mut() {
+                        Some(r) => s.step(None, &mut Tee(&mut sink, r)),
+                        None => s.step(None, &mut sink),
+                    };
+                    if res.is_err() {
                         return;
                     }
                     let _ = ui.send(UiEvent::Live(s.live()));
                 }
             }));
             let why = res.err().map(|_| "the session thread panicked".to_string());
-            let _ = s.finish(None, None);
+            let _ = match rec.on.as_mut() {
+                Some(r) => s.finish(None, Some(r)),
+                None => s.finish(None, None),
+            };
             let _ = ui.send(UiEvent::SessionEnded(why));
         })
         .expect("spawn session thread")
