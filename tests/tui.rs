@@ -219,13 +219,20 @@ fn tiny_terminal_and_resize_do_not_crash() {
 #[test]
 fn r_key_records_a_replayable_session_with_markers() {
     if !have("tmux") {
-        skip("r_key_records_a_replayable_session_with_markers", "tmux is not installed");
+        skip(
+            "r_key_records_a_replayable_session_with_markers",
+            "tmux is not installed",
+        );
         return;
     }
     let a = tempfile::tempdir_in("/dev/shm").unwrap();
     let b = tempfile::tempdir_in("/dev/shm").unwrap();
     let cwd = tempfile::tempdir().unwrap();
-    let cmd = format!("cd {} && {}", cwd.path().display(), dashboard_cmd(a.path(), b.path()));
+    let cmd = format!(
+        "cd {} && {}",
+        cwd.path().display(),
+        dashboard_cmd(a.path(), b.path())
+    );
     let t = Tmux::start(&cmd, 120, 40);
     t.wait_for("1/2", 15);
     t.keys(&["r"]);
@@ -238,10 +245,20 @@ fn r_key_records_a_replayable_session_with_markers() {
     t.wait_for("recording saved", 10);
     t.keys(&["q"]);
     t.wait_for("EXIT=0", 20);
-    let files: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<_> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let rec = stallscope::recording::read(&files[0]).unwrap();
-    assert!(rec.snapshots.len() >= 3, "{} intervals", rec.snapshots.len());
+    assert!(
+        rec.snapshots.len() >= 3,
+        "{} intervals",
+        rec.snapshots.len()
+    );
     let kinds: Vec<&str> = rec.markers.iter().map(|m| m.kind.as_str()).collect();
-    assert_eq!(kinds, ["recording_start", "target_switch", "recording_stop"]);
+    assert_eq!(
+        kinds,
+        ["recording_start", "target_switch", "recording_stop"]
+    );
 }
