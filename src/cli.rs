@@ -49,6 +49,49 @@ pub struct Cli {
     pub ui: UiArgs,
 }
 
+#[derive(Subcommand, Debug)]
+pub enum LabCommand {
+    /// Image files in DIR, loop devices (direct I/O), mkfs, mounts under DIR/mnt/<fs>, a write cap, optional dirty limits.
+    Up {
+        /// Filesystems to build, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "ext4,xfs")]
+        fs: Vec<String>,
+        /// Size of each (sparse) image.
+        #[arg(long, default_value = "4GiB")]
+        size: ByteSize,
+        /// Where the images, mounts and state file go.
+        #[arg(long, default_value = crate::lab::cmd::DEFAULT_DIR)]
+        dir: PathBuf,
+        /// Write bandwidth cap per device, per second (0 = none), e.g. 50MiB.
+        #[arg(long, default_value = "50MiB", value_parser = parse_rate)]
+        cap: ByteSize,
+        /// Lower vm.dirty_bytes to this (restored by lab down).
+        #[arg(long, value_name = "SIZE")]
+        dirty_bytes: Option<ByteSize>,
+        /// vm.dirty_background_bytes [default: a quarter of --dirty-bytes].
+        #[arg(long, value_name = "SIZE")]
+        dirty_background_bytes: Option<ByteSize>,
+        /// Turn on stable_writes on the loop devices (rewriting a page under writeback waits).
+        #[arg(long)]
+        stable_writes: bool,
+    },
+    /// Undo everything lab up changed (also after a crash).
+    Down {
+        #[arg(long, default_value = crate::lab::cmd::DEFAULT_DIR)]
+        dir: PathBuf,
+    },
+    /// What is up.
+    Status {
+        #[arg(long, default_value = crate::lab::cmd::DEFAULT_DIR)]
+        dir: PathBuf,
+    },
+}
+
+/// "50MiB/s" or "50MiB" (per second either way).
+fn parse_rate(s: &str) -> Result<ByteSize, String> {
+    s.strip_suffix("/s").unwrap_or(s).parse()
+}
+
 /// How the dashboard draws.
 #[derive(Args, Debug, Clone)]
 pub struct UiArgs {
@@ -120,6 +163,9 @@ pub enum Command {
         #[arg(long, value_name = "T")]
         to: Option<Dur>,
     },
+    /// Build, inspect or tear down loop-backed test filesystems with a write cap (root).
+    #[command(subcommand)]
+    Lab(LabCommand),
     /// Show what this machine lets stallscope see (tracing, PSI, devices, dirty limits) and why not.
     Probe {
         /// Directory to inspect (repeatable). Default: $TMPDIR, else /var/tmp.

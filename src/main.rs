@@ -45,6 +45,31 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             from,
             to,
         }) => stallscope::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
+        Some(Command::Lab(cmd)) => {
+            use stallscope::cli::LabCommand;
+            use stallscope::lab::cmd;
+            match cmd {
+                LabCommand::Up {
+                    fs,
+                    size,
+                    dir,
+                    cap,
+                    dirty_bytes,
+                    dirty_background_bytes,
+                    stable_writes,
+                } => cmd::up(&cmd::UpOptions {
+                    fs,
+                    size,
+                    dir,
+                    cap,
+                    dirty_bytes,
+                    dirty_background_bytes,
+                    stable_writes,
+                }),
+                LabCommand::Down { dir } => cmd::down(&dir),
+                LabCommand::Status { dir } => cmd::status(&dir),
+            }
+        }
         Some(Command::Probe { targets }) => {
             for t in &targets {
                 stallscope::scratch::check_target(t)?;

@@ -26,7 +26,7 @@ pub fn sh(cmd: &str, args: &[&str]) -> io::Result<String> {
 
 /// The vm dirty limits. Writing `*_bytes` zeroes the matching `*_ratio` and
 /// vice versa, so both of a pair are saved and the non-zero one restored.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DirtyLimits {
     pub dirty_bytes: u64,
     pub dirty_ratio: u64,

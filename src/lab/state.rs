@@ -1,0 +1,105 @@
+//! What `lab up` changed, persisted step by step so `lab down` can undo it
+//! in reverse, also after a crash or a SIGKILL halfway through. Each step
+//! is written to the state file *before* the change it records is made
+//! (for a change to an existing setting: with the original value), and the
+//! file is replaced atomically.
+
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub const STATE_FILE: &str = "state.json";
+
+/// One change, with what is needed to undo it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// A sparse image file we created.
+    Image { path: PathBuf },
+    /// A loop device attached to an image (device known once attached).
+    Loop {
+        image: PathBuf,
+        device: Option<String>,
+    },
+    /// A filesystem mounted (recorded before mount; undo tolerates "not mounted").
+    Mount {
+        device: String,
+        mount: PathBuf,
+        fs: String,
+    },
+    /// A cgroup v1 blkio write cap and the value it had.
+    BlkioCap {
+        major: u32,
+        minor: u32,
+        original: u64,
+    },
+    /// The dirty limits as they were.
+    Dirty {
+        original: super::guards::DirtyLimits,
+    },
+    /// A sysfs knob (e.g. queue/stable_writes) and its original text.
+    Sysfs { path: PathBuf, original: String },
+}
+
+/// The state file's contents.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabState {
+    pub version: u32,
+    pub pid: u32,
+    pub steps: Vec<Step>,
+    /// How the write cap was applied (for `lab status`).
+    pub cap_method: Option<String>,
+}
+
+impl LabState {
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(STATE_FILE)
+    }
+
+    pub fn load(dir: &Path) -> io::Result<Option<LabState>> {
+        match std::fs::read_to_string(Self::path(dir)) {
+            Ok(t) => serde_json::from_str(&t)
+                .map(Some)
+                .map_err(|e| io::Error::other(format!("{}: {e}", Self::path(dir).display()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the file atomically (temp + fsync + rename).
+    pub fn save(&self, dir: &Path) -> io::Result<()> {
+        use std::io::Write;
+        let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(serde_json::to_string_pretty(self)?.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, Self::path(dir))
+    }
+
+    /// Records a step durably before the change is made.
+    pub fn push(&mut self, dir: &Path, step: Step) -> io::Result<()> {
+        self.steps.push(step);
+        self.save(dir)
+    }
+
+    /// Updates the last step (e.g. the loop device once known).
+    pub fn amend_last(&mut self, dir: &Path, step: Step) -> io::Result<()> {
+        if let Some(last) = self.steps.last_mut() {
+            *last = step;
+        }
+        self.save(dir)
+    }
+
+    /// The mounted filesystems: (fs, mount point, device).
+    pub fn mounts(&self) -> Vec<(String, PathBuf, String)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Mount { device, mount, fs } => {
+                    Some((fs.clone(), mount.clone(), device.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}

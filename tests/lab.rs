@@ -1,0 +1,239 @@
+//! Root-only: `lab up` / `lab down` leave losetup, the mount table, the
+//! dirty sysctls and the blkio caps exactly as before — after a clean run,
+//! after an `up` that fails halfway, and after `up` was killed mid-way.
+//! These tests change global state, so they run one at a time.
+
+mod common;
+
+use common::{bin, have, need_root, skip};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Everything lab up may touch, as text.
+fn system_state() -> String {
+    let run = |c: &str, a: &[&str]| {
+        String::from_utf8_lossy(&Command::new(c).args(a).output().unwrap().stdout).into_owned()
+    };
+    let mounts: String = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').skip(2).collect::<Vec<_>>().join(" ") + "\n")
+        .collect();
+    let vm: String = [
+        "dirty_bytes",
+        "dirty_ratio",
+        "dirty_background_bytes",
+        "dirty_background_ratio",
+    ]
+    .iter()
+    .map(|k| {
+        format!(
+            "{k}={}",
+            std::fs::read_to_string(format!("/proc/sys/vm/{k}")).unwrap()
+        )
+    })
+    .collect();
+    let blkio = std::fs::read_to_string("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device")
+        .unwrap_or_default();
+    format!("{}\n{mounts}\n{vm}\n{blkio}", run("losetup", &["-a"]))
+}
+
+fn ready(name: &str) -> bool {
+    if !need_root(name) {
+        return false;
+    }
+    if !have("mkfs.ext4") || !have("mkfs.xfs") {
+        skip(
+            name,
+            "mkfs.ext4 / mkfs.xfs missing (apt-get install e2fsprogs xfsprogs)",
+        );
+        return false;
+    }
+    true
+}
+
+fn lab(args: &[&str], dir: &Path) -> std::process::Output {
+    bin()
+        .arg("lab")
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn up_then_down_restores_everything() {
+    if !ready("up_then_down_restores_everything") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = base.path().join("lab");
+    let before = system_state();
+    let out = lab(
+        &[
+            "up",
+            "--fs",
+            "ext4,xfs",
+            "--size",
+            "512MiB",
+            "--cap",
+            "50MiB/s",
+            "--dirty-bytes",
+            "256M",
+        ],
+        &dir,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let during = system_state();
+    assert_ne!(before, during);
+    assert!(during.contains("268435456"), "dirty_bytes set");
+    for fs in ["ext4", "xfs"] {
+        let m = dir.join("mnt").join(fs);
+        std::fs::write(m.join("probe"), b"x").expect("lab fs writable");
+        std::fs::remove_file(m.join("probe")).unwrap();
+    }
+    // Twice is safe.
+    let again = lab(&["up", "--fs", "ext4,xfs", "--size", "512MiB"], &dir);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already up"));
+    let st = lab(&["status"], &dir);
+    assert!(String::from_utf8_lossy(&st.stdout).contains("capped at 50MiB/s"));
+    let down = lab(&["down"], &dir);
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    assert_eq!(before, system_state());
+    assert!(!dir.exists(), "images and state removed");
+}
+
+/// A PATH whose mkfs.xfs is `body` (to fail or hang on purpose).
+fn fake_mkfs_xfs(dir: &Path, body: &str) -> String {
+    let f = dir.join("mkfs.xfs");
+    std::fs::write(&f, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn a_failed_up_undoes_itself() {
+    if !ready("a_failed_up_undoes_itself") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = base.path().join("lab");
+    let path = fake_mkfs_xfs(
+        base.path(),
+        "echo 'mkfs.xfs: simulated failure' >&2; exit 1",
+    );
+    let before = system_state();
+    let out = bin()
+        .args([
+            "lab",
+            "up",
+            "--fs",
+            "ext4,xfs",
+            "--size",
+            "512MiB",
+            "--dirty-bytes",
+            "256M",
+            "--dir",
+        ])
+        .arg(&dir)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("simulated failure") && err.contains("undoing"),
+        "{err}"
+    );
+    assert_eq!(before, system_state(), "ext4 half was undone");
+    let down = lab(&["down"], &dir);
+    assert!(down.status.success());
+    assert_eq!(before, system_state());
+}
+
+#[test]
+fn down_after_up_was_killed_midway() {
+    if !ready("down_after_up_was_killed_midway") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = base.path().join("lab");
+    let path = fake_mkfs_xfs(base.path(), "sleep 30");
+    let before = system_state();
+    let mut child = bin()
+        .args([
+            "lab", "up", "--fs", "ext4,xfs", "--size", "512MiB", "--cap", "50MiB", "--dir",
+        ])
+        .arg(&dir)
+        .env("PATH", path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until ext4 is mounted and xfs's mkfs is hanging, then SIGKILL.
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(dir.join("state.json"))
+        .unwrap_or_default()
+        .contains("xfs.img")
+        || !std::fs::read_to_string(dir.join("state.json"))
+            .unwrap_or_default()
+            .contains("/dev/loop")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "lab up never got to xfs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = Command::new("pkill")
+        .args(["-f", &format!("{}/mkfs.xfs", base.path().display())])
+        .status();
+    assert_ne!(before, system_state(), "something was left to undo");
+    let down = lab(&["down"], &dir);
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    assert_eq!(before, system_state());
+}
+
+#[test]
+fn lab_up_refuses_without_root_tools_or_room() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out = lab(&["up", "--fs", "zfs"], &base.path().join("lab"));
+    assert_eq!(out.status.code(), Some(2));
+    let out = lab(
+        &["up", "--fs", "ext4", "--size", "1EiB"],
+        &base.path().join("lab"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("free") || err.contains("root"), "{err}");
+}
