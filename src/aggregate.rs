@@ -198,6 +198,35 @@ impl Aggregator {
         self.page_kib = page_kib;
     }
 
+    /// Folds every open interval after `index` into `index` (the ops that
+    /// finish while writers stop, however long that takes, form one tail).
+    pub fn merge_open_after(&mut self, index: u64) {
+        let keep = (index.saturating_sub(self.next_emit) + 1) as usize;
+        if self.pending.len() <= keep {
+            return;
+        }
+        let extra: Vec<Pending> = self.pending.drain(keep..).collect();
+        let tail = self.pending_at(index);
+        for p in extra {
+            for (a, b) in tail.accs.iter_mut().zip(p.accs) {
+                a.ops += b.ops;
+                a.bytes += b.bytes;
+                let _ = a.hist.add(&b.hist);
+                let _ = a.sync_hist.add(&b.sync_hist);
+                a.stalls.extend(b.stalls);
+                a.minflt += b.minflt;
+                a.majflt += b.majflt;
+                a.bdp.events += b.bdp.events;
+                a.bdp.pause_ms += b.bdp.pause_ms;
+                a.bdp.max_pause_ms = a.bdp.max_pause_ms.max(b.bdp.max_pause_ms);
+                a.wb_waits += b.wb_waits;
+            }
+            for (k, v) in p.wb_starts {
+                *tail.wb_starts.entry(k).or_insert(0) += v;
+            }
+        }
+    }
+
     /// The newest interval that holds data and is not emitted yet.
     pub fn last_open_index(&self) -> Option<u64> {
         self.pending

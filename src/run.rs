@@ -594,17 +594,18 @@ impl Session {
         for m in rx.try_iter() {
             agg.fold(m);
         }
-        // Ops that finished while stopping form one more interval: give it
-        // the kernel's view too.
-        if let Some(i) = agg.last_open_index().filter(|&i| i > last) {
-            agg.fold_kernel(i, sampler.sample(clock.now_ns()));
-        }
         if let Some(t) = trace.as_mut() {
             for ev in t.drain() {
                 agg.fold_trace(clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
             }
         }
         drop(trace);
+        // What finished while stopping (however long that took) forms one
+        // more interval: give it the kernel's view too.
+        if agg.last_open_index().is_some_and(|i| i > last) {
+            agg.merge_open_after(last + 1);
+            agg.fold_kernel(last + 1, sampler.sample(clock.now_ns()));
+        }
         let (tail, summary) = agg.finish(end);
         if let Some(sink) = sink {
             for s in tail {

@@ -77,9 +77,14 @@ fn capped_loop_fs_mmap_stalls_are_dirty_throttling() {
     assert!(intervals
         .iter()
         .any(|l| l["bdp"]["events"].as_u64().unwrap_or(0) > 0));
-    assert!(intervals
-        .iter()
-        .all(|l| l["dev"]["name"].as_str() == Some(fs.device.trim_start_matches("/dev/"))));
+    let dev = fs.device.trim_start_matches("/dev/");
+    for l in &intervals {
+        assert_eq!(
+            l["dev"]["name"].as_str(),
+            Some(dev),
+            "device figures in {l}"
+        );
+    }
     let mmap_max = summary(&mmap)["lat_us"]["max"].as_u64().unwrap();
 
     let buffered = run_jsonl(&fs.mount, "buffered", 15);
