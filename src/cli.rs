@@ -49,6 +49,54 @@ pub struct Cli {
     pub ui: UiArgs,
 }
 
+/// `stallscope compare`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// A directory to compare (repeat; e.g. an ext4 and an xfs mount).
+    #[arg(long = "target", short = 't', value_name = "DIR")]
+    pub targets: Vec<PathBuf>,
+    /// Use every filesystem that `lab up` mounted (see --lab-dir).
+    #[arg(long)]
+    pub lab: bool,
+    #[arg(long, value_name = "DIR", default_value = crate::lab::cmd::DEFAULT_DIR)]
+    pub lab_dir: PathBuf,
+    /// A workload preset (cassandra-commitlog, cassandra-direct, rados-bench, a .toml path) or `list`.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Write modes to run on each target, comma-separated [default: the preset's, else the workload's].
+    #[arg(long = "mode", short = 'm', value_enum, value_delimiter = ',')]
+    pub modes: Vec<Mode>,
+    /// Thread counts to run, comma-separated, e.g. 1,4 [default: the preset's, else the workload's].
+    #[arg(long = "threads", short = 'j', value_delimiter = ',')]
+    pub threads: Vec<u32>,
+    /// Length of each run.
+    #[arg(long, value_name = "DUR", default_value = "30s")]
+    pub each: Dur,
+    /// Bytes per record.
+    #[arg(long, value_name = "SIZE")]
+    pub record_size: Option<ByteSize>,
+    #[arg(long, value_name = "SIZE")]
+    pub segment_size: Option<ByteSize>,
+    /// periodic:<dur>, every:<N> or none.
+    #[arg(long, value_name = "POLICY")]
+    pub sync: Option<SyncPolicy>,
+    #[arg(long, value_name = "SIZE")]
+    pub disk_budget: Option<ByteSize>,
+    #[arg(long, value_name = "DUR")]
+    pub commit_interval: Option<Dur>,
+    #[arg(long, value_name = "DUR")]
+    pub interval: Option<Dur>,
+    /// One recording per run: FILE with the run's number, fs, mode and threads added to its name.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// The runs overlaid on one time axis, as an SVG.
+    #[arg(long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
+    /// Do not sync, drop caches and wait for dirty data to drain between runs.
+    #[arg(long)]
+    pub no_drain: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum LabCommand {
     /// Image files in DIR, loop devices (direct I/O), mkfs, mounts under DIR/mnt/<fs>, a write cap, optional dirty limits.
@@ -163,6 +211,8 @@ pub enum Command {
         #[arg(long, value_name = "T")]
         to: Option<Dur>,
     },
+    /// Run the same workload on each target × mode (× threads) in turn and print a side-by-side table.
+    Compare(CompareArgs),
     /// Build, inspect or tear down loop-backed test filesystems with a write cap (root).
     #[command(subcommand)]
     Lab(LabCommand),
@@ -203,6 +253,10 @@ pub struct WorkloadArgs {
     /// Ops per second per target over all threads; 0 = unthrottled. Latency counts from the intended start.
     #[arg(long, value_name = "OPS")]
     pub rate: Option<u64>,
+
+    /// Ops per second of each thread (a client's round trip per op); 0 = off.
+    #[arg(long, value_name = "OPS")]
+    pub thread_rate: Option<u64>,
 
     /// Most bytes kept on disk per target; older segments are deleted [default: 1GiB].
     #[arg(long, value_name = "SIZE")]
@@ -259,7 +313,13 @@ impl WorkloadArgs {
             disk_budget,
             interval
         );
-        set!(stall_threshold, commit_interval, journal_size, format);
+        set!(
+            stall_threshold,
+            commit_interval,
+            journal_size,
+            format,
+            thread_rate
+        );
         if let Some(v) = self.record_size {
             cfg.record_size = Some(v);
         }

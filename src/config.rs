@@ -131,6 +131,9 @@ pub struct Config {
     pub sync: SyncPolicy,
     /// Ops per second over all threads of a target; 0 = unthrottled.
     pub rate: u64,
+    /// Ops per second of each thread (like a client's round trip per op in
+    /// rados bench); 0 = off. Scales with --threads, unlike `rate`.
+    pub thread_rate: u64,
     pub disk_budget: ByteSize,
     /// None: until stopped.
     pub duration: Option<Dur>,
@@ -152,6 +155,7 @@ impl Default for Config {
             segment_size: ByteSize(32 << 20),
             sync: SyncPolicy::Periodic(Duration::from_secs(10)),
             rate: 0,
+            thread_rate: 0,
             disk_budget: ByteSize(1 << 30),
             duration: None,
             interval: Dur(Duration::from_secs(1)),

@@ -9,6 +9,7 @@
 
 pub mod aggregate;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod control;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod lab;
 pub mod measure;
 pub mod mounts;
 pub mod output;
+pub mod preset;
 pub mod probe;
 pub mod recording;
 pub mod report;

@@ -45,6 +45,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             from,
             to,
         }) => stallscope::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
+        Some(Command::Compare(a)) => compare(cli.config.as_deref(), a, &stop),
         Some(Command::Lab(cmd)) => {
             use stallscope::cli::LabCommand;
             use stallscope::lab::cmd;
@@ -94,4 +95,72 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             )
         }
     }
+}
+
+/// `stallscope compare`: defaults < preset < config file < options.
+fn compare(
+    config: Option<&std::path::Path>,
+    a: stallscope::cli::CompareArgs,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<()> {
+    use stallscope::compare::{render_table, run_compare, CompareOptions};
+    use stallscope::error::UsageError;
+    use stallscope::preset;
+    if a.preset.as_deref() == Some("list") {
+        print!("{}", preset::render_list());
+        return Ok(());
+    }
+    let p = a.preset.as_deref().map(preset::load).transpose()?;
+    let mut cfg = match (&p, config) {
+        (Some(p), c) => p.with_config_file(c)?,
+        (None, Some(c)) => stallscope::config::Config::from_file(c)?,
+        (None, None) => stallscope::config::Config::default(),
+    };
+    let mut targets = a.targets.clone();
+    if a.lab {
+        targets.extend(stallscope::lab::cmd::lab_targets(&a.lab_dir)?);
+    }
+    if targets.is_empty() {
+        return Err(UsageError::new("compare needs --target DIR (twice or more) or --lab").into());
+    }
+    cfg.targets = targets;
+    if let Some(v) = a.record_size {
+        cfg.record_size = Some(v);
+    }
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = a.$f { cfg.$f = v; } )* };
+    }
+    set!(segment_size, sync, disk_budget, commit_interval, interval);
+    cfg.duration = None;
+    cfg.validate()?;
+    fn pick<T: Clone>(cli: &[T], preset: Option<&Vec<T>>) -> Vec<T> {
+        if cli.is_empty() {
+            preset.cloned().unwrap_or_default()
+        } else {
+            cli.to_vec()
+        }
+    }
+    let opts = CompareOptions {
+        modes: pick(&a.modes, p.as_ref().map(|p| &p.modes)),
+        threads: pick(&a.threads, p.as_ref().map(|p| &p.threads)),
+        base: cfg,
+        each: a.each.0,
+        record: a.record.clone(),
+        svg: a.svg.clone(),
+        drain: !a.no_drain,
+    };
+    let mut last_len = 0usize;
+    let mut progress = |line: &str| {
+        let pad = last_len.saturating_sub(line.chars().count());
+        eprint!("\r{line}{}", " ".repeat(pad));
+        last_len = line.chars().count();
+        if line.starts_with("draining") || line.contains("done") || line.starts_with("wrote") {
+            eprintln!();
+            last_len = 0;
+        }
+    };
+    let results = run_compare(&opts, stop, &mut progress)?;
+    eprintln!();
+    print!("{}", render_table(&results));
+    Ok(())
 }

@@ -161,19 +161,30 @@ pub fn attribute(f: &StallFacts) -> Attribution {
     a
 }
 
+/// Kernel frames where a thread waits for its own I/O to reach the device
+/// (an O_DIRECT write in flight, a full or throttled request queue).
+const DEVICE_WAITS: [&str; 6] = [
+    "iomap_dio_rw",
+    "__blockdev_direct_IO",
+    "blkdev_direct_IO",
+    "rq_qos_wait",
+    "wbt_wait",
+    "blk_mq_get_tag",
+];
+
 /// What a mid-stall kernel stack says, if it is conclusive.
 fn stack_cause(stack: &str) -> Option<Cause> {
+    let has = |fs: &[&str]| fs.iter().any(|f| stack.contains(f));
     if stack.contains("balance_dirty_pages") {
         Some(Cause::DirtyThrottle)
-    } else if [
+    } else if has(&[
         "folio_wait_writeback",
         "folio_wait_stable",
         "wait_on_page_writeback",
-    ]
-    .iter()
-    .any(|f| stack.contains(f))
-    {
+    ]) {
         Some(Cause::WritebackWait)
+    } else if has(&DEVICE_WAITS) {
+        Some(Cause::Device)
     } else {
         None
     }
@@ -316,6 +327,10 @@ mod tests {
             .kernel_stack
             .unwrap()
             .starts_with("folio_wait_writeback"));
+        f.stack = Some(
+            "__iomap_dio_rw < iomap_dio_rw < xfs_file_dio_write_aligned < xfs_file_write_iter",
+        );
+        assert_eq!(attribute(&f).cause, Cause::Device);
         f.stack = Some("jbd2_log_wait_commit < ext4_sync_file");
         let a = attribute(&f);
         assert_eq!(a.cause, Cause::Unknown);

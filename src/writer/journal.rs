@@ -1,6 +1,7 @@
 //! Ceph FileStore's write path, the rados bench stall: each op writes its
-//! record to a circular O_DIRECT journal (the ack, and the op's latency),
-//! then applies it as a buffered write to an object file. A committer calls
+//! record to a circular O_DIRECT journal (the ack, and the op's latency)
+//! and hands the apply — a buffered write to an object file — to a small
+//! pool of applier threads (FileStore's op threads). A committer calls
 //! syncfs() every commit interval, or early when the journal is half full,
 //! and only then trims the journal. When the journal outruns the data disk it
 //! fills, and new ops wait for the commit: throughput drops to 0 for seconds.
@@ -14,7 +15,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +31,9 @@ pub struct Journal {
     applied: AtomicU64,
     kick_tx: Sender<()>,
     kick_rx: Receiver<()>,
+    /// Acked ops waiting to be applied (their journal bytes).
+    apply_tx: Sender<u64>,
+    apply_rx: Receiver<u64>,
     /// Where the objects live; syncfs() is called on this directory's filesystem.
     objects: File,
 }
@@ -53,6 +56,11 @@ impl Journal {
         std::fs::create_dir(spec.dir.join("objects"))?;
         let objects = File::open(spec.dir.join("objects"))?;
         let (kick_tx, kick_rx) = bounded(1);
+        // Outstanding applies are bounded by the journal itself; this bound
+        // only keeps the channel from allocating.
+        let slots =
+            (size / spec.record_size.max(DIRECT_ALIGN)) as usize + spec.threads as usize + 1;
+        let (apply_tx, apply_rx) = bounded(slots);
         Ok(Journal {
             file,
             size,
@@ -61,6 +69,8 @@ impl Journal {
             applied: AtomicU64::new(0),
             kick_tx,
             kick_rx,
+            apply_tx,
+            apply_rx,
             objects,
         })
     }
@@ -70,19 +80,13 @@ impl Journal {
     }
 }
 
-/// One writer thread of journal mode.
+/// One writer thread of journal mode: reserves journal space, writes the
+/// record there with O_DIRECT (the ack) and queues the apply.
 pub struct JournalWriter {
     j: Arc<Journal>,
     buf: AlignedBuf,
-    record_size: usize,
-    objects: PathBuf,
-    thread: u32,
-    seq: u64,
-    /// Objects kept per thread before the oldest is deleted (disk budget).
-    keep: u64,
     /// Journal bytes the op in hand reserved (credited once applied).
     pending: u64,
-    path: String,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -90,37 +94,16 @@ impl JournalWriter {
     pub fn new(
         j: Arc<Journal>,
         spec: &EngineSpec,
-        thread: u32,
         stop: Arc<std::sync::atomic::AtomicBool>,
-    ) -> io::Result<Self> {
-        let rs = spec.record_size as usize;
-        let mut buf = AlignedBuf::new(rs, DIRECT_ALIGN as usize);
+    ) -> Self {
+        let mut buf = AlignedBuf::new(spec.record_size as usize, DIRECT_ALIGN as usize);
         buf.as_mut_slice().fill(b'j');
-        let keep = (spec.disk_budget / spec.threads as u64 / spec.record_size).max(1);
-        Ok(JournalWriter {
+        JournalWriter {
             j,
             buf,
-            record_size: rs,
-            objects: spec.dir.join("objects"),
-            thread,
-            seq: 0,
-            keep,
             pending: 0,
-            path: String::with_capacity(4096),
             stop,
-        })
-    }
-
-    /// Builds an object path in the reused buffer (no allocation per op).
-    fn object_path(&mut self, seq: u64) -> &str {
-        self.path.clear();
-        let _ = write!(
-            self.path,
-            "{}/obj-{}-{seq}",
-            self.objects.display(),
-            self.thread
-        );
-        &self.path
+        }
     }
 }
 
@@ -168,25 +151,12 @@ impl Workload for JournalWriter {
     }
 
     fn after_ack(&mut self) -> io::Result<()> {
-        let seq = self.seq;
-        self.seq += 1;
-        let rs = self.record_size;
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(self.object_path(seq))?;
-        f.write_all(&self.buf.as_slice()[..rs])?;
-        drop(f);
-        self.j.applied.fetch_add(self.pending, AcqRel);
-        self.pending = 0;
-        if seq >= self.keep {
-            let old = seq - self.keep;
-            let _ = std::fs::remove_file(self.object_path(old));
-        }
-        Ok(())
+        // The apply happens on an applier thread; the journal space is
+        // trimmed only once it is applied and committed.
+        self.j
+            .apply_tx
+            .send(std::mem::take(&mut self.pending))
+            .map_err(|_| io::Error::other("appliers are gone"))
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -236,5 +206,48 @@ pub(super) fn committer_loop(ctx: &ThreadCtx, j: Arc<Journal>) {
                 sleep_unless_stopped(ctx, Duration::from_millis(500));
             }
         }
+    }
+}
+
+/// FileStore's op threads: apply acked ops as buffered writes to object files.
+pub const APPLIERS: u32 = 2;
+
+/// One applier: writes each acked record to a new object file, deletes the
+/// oldest beyond its share of the disk budget, credits the journal bytes.
+pub(super) fn applier_loop(ctx: &ThreadCtx, j: Arc<Journal>, id: u32) {
+    let spec = &ctx.spec;
+    let rs = spec.record_size as usize;
+    let data = vec![b'j'; rs];
+    let keep = (spec.disk_budget / APPLIERS as u64 / spec.record_size).max(1);
+    let dir = spec.dir.join("objects");
+    let mut path = String::with_capacity(4096);
+    fn name<'a>(path: &'a mut String, dir: &std::path::Path, id: u32, seq: u64) -> &'a str {
+        path.clear();
+        let _ = write!(path, "{}/obj-a{id}-{seq}", dir.display());
+        path
+    }
+    let mut seq = 0u64;
+    while !ctx.stop.load(Relaxed) {
+        let need = match j.apply_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(n) => n,
+            Err(_) => continue,
+        };
+        let res = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(name(&mut path, &dir, id, seq))
+            .and_then(|mut f| f.write_all(&data));
+        if let Err(e) = res {
+            report(ctx, EventKind::WriterError, format!("applier {id}: {e}"));
+            sleep_unless_stopped(ctx, Duration::from_millis(500));
+        }
+        j.applied.fetch_add(need, AcqRel);
+        if seq >= keep {
+            let _ = std::fs::remove_file(name(&mut path, &dir, id, seq - keep));
+        }
+        seq += 1;
     }
 }

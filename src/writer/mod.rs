@@ -33,6 +33,7 @@ pub struct EngineSpec {
     pub segment_size: u64,
     pub sync: SyncPolicy,
     pub rate: u64,
+    pub thread_rate: u64,
     pub disk_budget: u64,
     pub commit_interval: Duration,
     pub journal_size: u64,
@@ -53,6 +54,7 @@ impl EngineSpec {
             segment_size: cfg.segment_size.0,
             sync: cfg.sync,
             rate: cfg.rate,
+            thread_rate: cfg.thread_rate,
             disk_budget: cfg.disk_budget.0,
             commit_interval: cfg.commit_interval.0,
             journal_size: cfg.journal_size.0,
@@ -126,15 +128,31 @@ impl Engine {
                 let shared = Arc::new(journal::Journal::create(spec)?);
                 for t in 0..spec.threads {
                     let c = ctx(t, &mut eng);
-                    let w = journal::JournalWriter::new(shared.clone(), spec, t, stop.clone())?;
+                    let w = journal::JournalWriter::new(shared.clone(), spec, stop.clone());
                     eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
                         writer_loop(c, w)
                     });
                 }
                 let c = ctx(sync_thread, &mut eng);
+                let committer = shared.clone();
                 eng.spawn(format!("ss-commit{}", spec.target), c, move |c| {
-                    journal::committer_loop(c, shared)
+                    journal::committer_loop(c, committer)
                 });
+                for a in 0..journal::APPLIERS {
+                    // Background like the kernel's flusher: not timed, not watched.
+                    let c = ThreadCtx {
+                        spec: spec.clone(),
+                        thread: sync_thread + 1 + a,
+                        timing,
+                        handover: handover.clone(),
+                        inflight: Arc::new(InFlight::default()),
+                        stop: stop.clone(),
+                    };
+                    let j = shared.clone();
+                    eng.spawn(format!("ss-apply{}-{a}", spec.target), c, move |c| {
+                        journal::applier_loop(c, j, a)
+                    });
+                }
             }
             mode => {
                 let kind = match mode {
@@ -312,7 +330,9 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
         ctx.handover.clone(),
         ctx.inflight.clone(),
     );
-    let period_ns = if ctx.spec.rate > 0 {
+    let period_ns = if ctx.spec.thread_rate > 0 {
+        (1e9 / ctx.spec.thread_rate as f64) as u64
+    } else if ctx.spec.rate > 0 {
         (1e9 * ctx.spec.threads as f64 / ctx.spec.rate as f64) as u64
     } else {
         0
@@ -325,7 +345,13 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
     let mut since_sync = 0u64;
     let mut full_step = 0u32;
     let rs = ctx.spec.record_size;
+    let threshold_ns = ctx.timing.threshold.as_nanos() as u64;
+    // Rate-limited ops that start late are late because of an earlier op
+    // that blocked (a full journal, a segment wait): they inherit its kind,
+    // so their latency (counted from the intended start) gets its cause.
+    let mut blocked_by: Option<OpKind> = None;
     while !ctx.stop.load(Relaxed) {
+        let mut late = false;
         let start = if period_ns > 0 {
             let now = rec.now_ns();
             if intended > now {
@@ -333,7 +359,9 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
             }
             let s = intended;
             intended += period_ns;
-            rec.begin_at(s, rec.now_ns(), OpKind::Write)
+            let now = rec.now_ns();
+            late = now.saturating_sub(s) >= threshold_ns;
+            rec.begin_at(s, now, blocked_by.filter(|_| late).unwrap_or(OpKind::Write))
         } else {
             rec.begin(OpKind::Write)
         };
@@ -342,6 +370,15 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
             std::thread::sleep(Duration::from_millis(1));
         }
         let res = w.write(&mut rec, start).and_then(|kind| {
+            let kind = match (kind, blocked_by) {
+                (OpKind::Write, Some(b)) if late => b,
+                (k, _) => k,
+            };
+            if kind != OpKind::Write {
+                blocked_by = Some(kind);
+            } else if !late {
+                blocked_by = None;
+            }
             rec.end(start, kind, rs);
             w.after_ack()
         });
