@@ -290,6 +290,11 @@ impl SegmentLog {
     }
 
     fn open_segment(&self, st: &mut RollState, idx: usize) -> io::Result<()> {
+        if self.kind == LogKind::Mmap && free_bytes(&self.dir).is_some_and(|f| f < self.seg_size) {
+            // A store into a sparse mapping that cannot get a block is a
+            // SIGBUS, not an error: refuse the segment while we still can.
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
         let path = self
             .dir
             .join(format!("{}seg-{:06}.log", self.prefix, st.next_seq));
@@ -357,6 +362,16 @@ impl SegmentLog {
     /// Number of segments currently on disk.
     pub fn live_segments(&self) -> usize {
         self.roll.lock().map(|s| s.live.len()).unwrap_or(0)
+    }
+}
+
+/// Bytes an unprivileged writer can still allocate on `dir`'s filesystem.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: a valid C string and a zeroed statvfs to fill.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        (libc::statvfs(c.as_ptr(), &mut st) == 0).then(|| st.f_bavail * st.f_frsize)
     }
 }
 
