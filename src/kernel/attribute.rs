@@ -172,6 +172,16 @@ const DEVICE_WAITS: [&str; 6] = [
     "blk_mq_get_tag",
 ];
 
+/// Kernel frames where a thread waits for the filesystem journal to commit
+/// (ext4's jbd2, xfs's log), which fsync/msync/syncfs force.
+const FS_JOURNAL_WAITS: [&str; 5] = [
+    "wait_transaction_locked",
+    "jbd2_log_wait_commit",
+    "jbd2_journal_lock_updates",
+    "xlog_wait",
+    "xfs_log_force",
+];
+
 /// What a mid-stall kernel stack says, if it is conclusive.
 fn stack_cause(stack: &str) -> Option<Cause> {
     let has = |fs: &[&str]| fs.iter().any(|f| stack.contains(f));
@@ -183,6 +193,9 @@ fn stack_cause(stack: &str) -> Option<Cause> {
         "wait_on_page_writeback",
     ]) {
         Some(Cause::WritebackWait)
+    } else if has(&FS_JOURNAL_WAITS) {
+        // Waiting for the filesystem's journal commit, which a sync forces.
+        Some(Cause::Sync)
     } else if has(&DEVICE_WAITS) {
         Some(Cause::Device)
     } else {
@@ -331,12 +344,14 @@ mod tests {
             "__iomap_dio_rw < iomap_dio_rw < xfs_file_dio_write_aligned < xfs_file_write_iter",
         );
         assert_eq!(attribute(&f).cause, Cause::Device);
-        f.stack = Some("jbd2_log_wait_commit < ext4_sync_file");
+        f.stack = Some("wait_transaction_locked < add_transaction_credits < start_this_handle < jbd2__journal_start");
+        assert_eq!(attribute(&f).cause, Cause::Sync);
+        f.stack = Some("schedule_timeout < some_other_wait");
         let a = attribute(&f);
         assert_eq!(a.cause, Cause::Unknown);
         assert_eq!(
             a.evidence.kernel_stack.as_deref(),
-            Some("jbd2_log_wait_commit < ext4_sync_file")
+            Some("schedule_timeout < some_other_wait")
         );
     }
 
