@@ -290,6 +290,10 @@ pub struct WorkloadArgs {
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
 
+    /// Accept a --target that is a symlink (resolved once, at start).
+    #[arg(long)]
+    pub follow_symlinks: bool,
+
     /// Record the session to FILE (JSON Lines; zstd-compressed if it ends in .zst).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
@@ -322,6 +326,9 @@ impl WorkloadArgs {
         );
         if let Some(v) = self.record_size {
             cfg.record_size = Some(v);
+        }
+        if self.follow_symlinks {
+            cfg.follow_symlinks = true;
         }
         if let Some(v) = self.duration {
             cfg.duration = Some(v);

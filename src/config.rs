@@ -143,6 +143,8 @@ pub struct Config {
     pub journal_dir: Option<PathBuf>,
     pub journal_size: ByteSize,
     pub format: Format,
+    /// Accept a target that is a symlink (resolved once, at start).
+    pub follow_symlinks: bool,
 }
 
 impl Default for Config {
@@ -164,6 +166,7 @@ impl Default for Config {
             journal_dir: None,
             journal_size: ByteSize(256 << 20),
             format: Format::Table,
+            follow_symlinks: false,
         }
     }
 }

@@ -80,6 +80,13 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
     let mut seen = Vec::new();
     let mut targets = Vec::new();
     for p in paths {
+        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        let p = if is_link && cfg.follow_symlinks {
+            std::fs::canonicalize(&p)
+                .map_err(|e| UsageError::new(format!("target {}: {e}", p.display())))?
+        } else {
+            p
+        };
         let canon = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
         if seen.contains(&canon) {
             return Err(UsageError::new(format!(

@@ -71,7 +71,7 @@ pub fn check_target(target: &Path) -> Result<(), UsageError> {
         .map_err(|e| UsageError::new(format!("target {} does not exist: {e}", target.display())))?;
     if md.file_type().is_symlink() {
         return Err(UsageError::new(format!(
-            "target {} is a symlink; give the real directory",
+            "target {} is a symlink; give the real directory or --follow-symlinks",
             target.display()
         )));
     }

@@ -356,3 +356,60 @@ fn without_root_trace_fields_are_null_and_said_once() {
     }
     assert!(leftovers(t.path()).is_empty());
 }
+
+#[test]
+fn a_symlinked_target_needs_follow_symlinks() {
+    let real = tempfile::tempdir().unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("t");
+    std::os::unix::fs::symlink(real.path(), &link).unwrap();
+    let out = bin()
+        .args(["run", "--duration", "1s", "--mode", "buffered", "--target"])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--follow-symlinks"));
+    let out = bin()
+        .args([
+            "run",
+            "--duration",
+            "1s",
+            "--mode",
+            "buffered",
+            "--follow-symlinks",
+            "--target",
+        ])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(leftovers(real.path()).is_empty());
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link itself is untouched"
+    );
+}
+
+#[test]
+fn absurd_values_are_refused() {
+    for args in [
+        &["run", "--threads", "1000000000000000"][..],
+        &["run", "--segment-size", "1EiB"],
+        &["run", "--threads", "0"],
+        &["run", "--interval", "0s"],
+        &["run", "--journal-size", "1KiB", "--mode", "journal"],
+    ] {
+        let out = bin().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("error"), "{args:?}: {err}");
+    }
+}
