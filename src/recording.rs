@@ -145,13 +145,63 @@ pub fn hist_from_b64(s: &str) -> Result<Histogram<u64>, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s)
         .map_err(|e| format!("histogram base64: {e}"))?;
+    let v2 = checked_v2(&bytes)?;
     let h: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut &bytes[..])
+        .deserialize(&mut &v2[..])
         .map_err(|e| format!("histogram: {e:?}"))?;
     // Same bounds as live histograms so merges behave the same.
     let mut out = new_histogram();
     out.add(&h).map_err(|e| format!("histogram range: {e:?}"))?;
     Ok(out)
+}
+
+const V2_COOKIE: u32 = 0x1c84_9303;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9304;
+/// Far above any real interval histogram (~20k buckets), far below harm.
+const MAX_HIST_BYTES: usize = 4 << 20;
+
+/// The plain V2 form of a (possibly compressed) histogram, after checking
+/// that its header does not declare more than the data holds: the
+/// deserializer trusts the declared payload length and would allocate it.
+fn checked_v2(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let word = |b: &[u8], at: usize| -> Result<u32, String> {
+        b.get(at..at + 4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+            .ok_or_else(|| "histogram: header cut short".to_string())
+    };
+    // The cookie's second-lowest nibble varies between implementations.
+    let kind = |c: u32| c & 0xffff_ff0f;
+    let inner = match kind(word(bytes, 0)?) {
+        V2_DEFLATE_COOKIE => {
+            let len = word(bytes, 4)? as usize;
+            let body = bytes
+                .get(8..8 + len)
+                .ok_or("histogram: compressed length past the end")?;
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(body)
+                .take(MAX_HIST_BYTES as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("histogram: {e}"))?;
+            if out.len() > MAX_HIST_BYTES {
+                return Err("histogram: too large".into());
+            }
+            out
+        }
+        V2_COOKIE => bytes.to_vec(),
+        c => return Err(format!("histogram: unknown cookie {c:#x}")),
+    };
+    if kind(word(&inner, 0)?) != V2_COOKIE {
+        return Err("histogram: bad inner cookie".into());
+    }
+    let payload = word(&inner, 4)? as usize;
+    if inner.len() < 40 || payload > inner.len() - 40 {
+        return Err(format!(
+            "histogram: declares {payload} bytes but holds {}",
+            inner.len().saturating_sub(40)
+        ));
+    }
+    Ok(inner)
 }
 
 /// A runtime action worth a line in the recording.
@@ -398,6 +448,7 @@ struct StallIn {
 #[derive(Deserialize)]
 struct KernelIn {
     index: u64,
+    t_s: f64,
     proc: ProcSample,
     wb_starts: Option<BTreeMap<String, u64>>,
 }
@@ -435,16 +486,18 @@ fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>) -> io::Result<Option<bool>>
         return Ok(None);
     }
     if buf.len() > MAX_LINE {
-        // Skip the rest of an absurd line without holding it.
+        // Skip the rest of an absurd line without holding it (unless its
+        // newline was already read).
         let mut sink = Vec::new();
-        loop {
+        while buf.last() != Some(&b'\n') {
             sink.clear();
             let m = r.take(1 << 20).read_until(b'\n', &mut sink)?;
             if m == 0 || sink.last() == Some(&b'\n') {
                 break;
             }
         }
-        buf.truncate(MAX_LINE + 1);
+        buf.clear();
+        buf.extend_from_slice(b"<line longer than the 16 MiB limit>");
         return Ok(Some(true));
     }
     let complete = buf.last() == Some(&b'\n');
@@ -457,9 +510,23 @@ fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>) -> io::Result<Option<bool>>
 /// Reads a whole recording, stopping at a cut-off end and skipping (and
 /// naming) garbage lines in between.
 pub fn read(path: &Path) -> anyhow::Result<Recording> {
+    read_inner(path).map_err(|e| {
+        // One line, naming the file.
+        let msg = format!("{e:#}").replace('\n', " ");
+        let name = path.display().to_string();
+        if msg.contains(&name) {
+            anyhow::anyhow!(msg)
+        } else {
+            anyhow::anyhow!("{name}: {msg}")
+        }
+    })
+}
+
+fn read_inner(path: &Path) -> anyhow::Result<Recording> {
     let mut r = open(path)?;
     let mut buf = Vec::new();
-    let first = read_line(&mut *r, &mut buf)?;
+    let first = read_line(&mut *r, &mut buf)
+        .map_err(|e| anyhow::anyhow!("not a stallscope recording (cannot read line 1: {e})"))?;
     if first.is_none() {
         anyhow::bail!("{}: empty file, not a stallscope recording", path.display());
     }
@@ -564,6 +631,11 @@ impl Builder {
     }
 
     fn close(&mut self) {
+        // An interval whose lines were cut off before any target's line is
+        // incomplete: leave it out rather than show a hole as zero.
+        if self.cur.as_ref().is_some_and(|s| s.targets.is_empty()) {
+            self.cur = None;
+        }
         if let Some(mut s) = self.cur.take() {
             s.targets.sort_by_key(|t| t.target);
             s.stalls.sort_by_key(|st| st.ev.start_ns);
@@ -590,6 +662,7 @@ impl Builder {
                 let k: KernelIn = serde_json::from_value(v).map_err(bad)?;
                 let s = self.at(k.index);
                 s.raw = Some(k.proc);
+                s.t_s = k.t_s;
                 s.wb_starts = k.wb_starts;
             }
             "interval" => {

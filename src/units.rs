@@ -80,6 +80,7 @@ impl FromStr for Dur {
         }
         let v: f64 = num.parse().map_err(|_| bad())?;
         let secs = match unit {
+            "ns" => v / 1e9,
             "us" | "µs" => v / 1e6,
             "ms" => v / 1e3,
             "" | "s" => v,
@@ -145,8 +146,10 @@ impl fmt::Display for Dur {
             }
         } else if ns % 1_000_000 == 0 {
             write!(f, "{}ms", ns / 1_000_000)
-        } else {
+        } else if ns % 1_000 == 0 {
             write!(f, "{}us", ns / 1_000)
+        } else {
+            write!(f, "{ns}ns")
         }
     }
 }
