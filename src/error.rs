@@ -28,3 +28,13 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
         1
     }
 }
+
+/// Like `eprintln!`, but a closed stderr (a dropped SSH session) is ignored
+/// instead of panicking: used on shutdown paths that must finish cleaning up.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use note;

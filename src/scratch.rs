@@ -60,7 +60,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         if let Err(e) = self.remove() {
-            eprintln!("stallscope: could not remove {}: {e}", self.dir.display());
+            crate::error::note!("stallscope: could not remove {}: {e}", self.dir.display());
         }
     }
 }
@@ -123,13 +123,15 @@ pub fn remove_stale(target: &Path) -> Vec<PathBuf> {
         };
         match res {
             Ok(()) => {
-                eprintln!(
+                crate::error::note!(
                     "stallscope: removed stale scratch {} (pid {pid} is gone)",
                     p.display()
                 );
                 removed.push(p);
             }
-            Err(err) => eprintln!("stallscope: could not remove stale {}: {err}", p.display()),
+            Err(err) => {
+                crate::error::note!("stallscope: could not remove stale {}: {err}", p.display())
+            }
         }
     }
     removed

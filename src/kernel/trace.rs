@@ -221,7 +221,7 @@ impl TraceSession {
             lost: 0,
         };
         for name in remove_stale_instances(root) {
-            eprintln!("stallscope: removed tracefs instance {name} left by a dead run");
+            crate::error::note!("stallscope: removed tracefs instance {name} left by a dead run");
         }
         for e in EVENTS {
             if !root.join("events/writeback").join(e).is_dir() {
@@ -361,7 +361,7 @@ impl Drop for TraceSession {
                 let _ = self.write(&format!("events/writeback/{e}/enable"), "0");
             }
             if let Err(e) = fs::remove_dir(&self.instance) {
-                eprintln!(
+                crate::error::note!(
                     "stallscope: cannot remove tracefs instance {}: {e}",
                     self.instance.display()
                 );
@@ -372,7 +372,7 @@ impl Drop for TraceSession {
                 Ok(()) => {
                     let _ = fs::remove_file(mount_marker(&self.root));
                 }
-                Err(e) => eprintln!(
+                Err(e) => crate::error::note!(
                     "stallscope: cannot unmount tracefs at {}: {e}",
                     self.root.display()
                 ),

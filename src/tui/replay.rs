@@ -141,7 +141,8 @@ pub fn run_replay(
     let mut p = Player::new(speed);
     super::term::install_panic_restore();
     let _guard = TermGuard::enter()?;
-    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    // Never dropped: its Drop eprintln!s (and so panics) when the tty is gone.
+    let mut term = std::mem::ManuallyDrop::new(Terminal::new(CrosstermBackend::new(io::stdout()))?);
     let interval = Duration::from_secs_f64(rec.header.interval_s.max(0.01));
     let frame_gap = Duration::from_secs_f64(1.0 / opts.fps.max(1) as f64);
     let mut next_due = Instant::now();

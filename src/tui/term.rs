@@ -145,11 +145,21 @@ pub fn run_dashboard(
     let result = {
         let _guard = TermGuard::enter()?;
         let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
-        event_loop(&mut term, &mut app, &ui_rx, &ctl_tx, &stop, opts.fps)
+        let r = event_loop(&mut term, &mut app, &ui_rx, &ctl_tx, &stop, opts.fps);
+        // ratatui's Drop eprintln!s when the tty is gone (an SSH drop), and
+        // that panic would kill us before the scratch files are removed;
+        // the guard restores the cursor instead.
+        std::mem::forget(term);
+        r
     };
     stop.store(true, Ordering::Relaxed);
     let _ = ctl_tx.send(Control::Quit);
-    eprintln!("stallscope: stopping writers and removing scratch files…");
+    // The terminal may be gone (an SSH drop): eprintln! would panic here
+    // and the process would exit before the scratch files are removed.
+    let _ = writeln!(
+        io::stderr(),
+        "stallscope: stopping writers and removing scratch files…"
+    );
     let _ = session_thread.join();
     let _ = std::panic::take_hook();
     result
