@@ -99,20 +99,23 @@ pub struct Aggregator {
     pub recycled: Vec<Histogram<u64>>,
 }
 
+/// A target's whole-run figures before any op.
+fn empty_total(target: usize) -> TargetSummary {
+    TargetSummary {
+        target,
+        ops: 0,
+        bytes: 0,
+        hist: new_histogram(),
+        sync_hist: new_histogram(),
+        stalls: 0,
+        stall_ns: 0,
+        by_cause: BTreeMap::new(),
+    }
+}
+
 impl Aggregator {
     pub fn new(interval_ns: u64, state: Vec<TargetState>) -> Aggregator {
-        let totals = (0..state.len())
-            .map(|target| TargetSummary {
-                target,
-                ops: 0,
-                bytes: 0,
-                hist: new_histogram(),
-                sync_hist: new_histogram(),
-                stalls: 0,
-                stall_ns: 0,
-                by_cause: BTreeMap::new(),
-            })
-            .collect();
+        let totals = (0..state.len()).map(empty_total).collect();
         Aggregator {
             interval_ns,
             state,
@@ -139,16 +142,7 @@ impl Aggregator {
         for p in &mut self.pending {
             p.accs.push(Acc::new());
         }
-        self.totals.push(TargetSummary {
-            target,
-            ops: 0,
-            bytes: 0,
-            hist: new_histogram(),
-            sync_hist: new_histogram(),
-            stalls: 0,
-            stall_ns: 0,
-            by_cause: BTreeMap::new(),
-        });
+        self.totals.push(empty_total(target));
         target
     }
 

@@ -90,7 +90,7 @@ fn preflight(o: &UpOptions) -> Result<(), UsageError> {
         .find(|a| a.is_dir())
         .unwrap_or(Path::new("/"));
     let need = o.size.0 * o.fs.len() as u64;
-    let avail = free_bytes(parent).unwrap_or(u64::MAX);
+    let avail = crate::writer::segments::free_bytes(parent).unwrap_or(u64::MAX);
     if avail < need {
         return Err(UsageError::new(format!(
             "{} has {} free; {} filesystems of {} need {}",
@@ -102,15 +102,6 @@ fn preflight(o: &UpOptions) -> Result<(), UsageError> {
         )));
     }
     Ok(())
-}
-
-fn free_bytes(p: &Path) -> Option<u64> {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: valid C string and a zeroed statvfs to fill.
-    unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        (libc::statvfs(c.as_ptr(), &mut st) == 0).then(|| st.f_bavail * st.f_frsize)
-    }
 }
 
 /// How a write cap can be applied here, or why not.

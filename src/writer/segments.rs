@@ -366,7 +366,7 @@ impl SegmentLog {
 }
 
 /// Bytes an unprivileged writer can still allocate on `dir`'s filesystem.
-fn free_bytes(dir: &Path) -> Option<u64> {
+pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
     // SAFETY: a valid C string and a zeroed statvfs to fill.
     unsafe {
