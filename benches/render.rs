@@ -62,6 +62,7 @@ fn interval(target: usize, t: u64, active: bool) -> TargetInterval {
             max_pause_ms: 200,
         }),
         wb_waits: Some(t % 3),
+        failed: false,
     }
 }
 
@@ -146,8 +147,7 @@ fn filled() -> App {
             kernel: Some(kernel(t)),
             raw: None,
             wb_starts: None,
-            in_progress: Vec::new(),
-            events: Vec::new(),
+            ..Snapshot::default()
         });
     }
     app.on_live(vec![LiveStall {

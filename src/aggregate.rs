@@ -6,10 +6,11 @@ use crate::config::Mode;
 use crate::kernel::attribute::{attribute, Counters, StallFacts, ThreadTrace};
 use crate::kernel::proc::{derive, KernelInterval, ProcSample};
 use crate::kernel::trace::TraceKind;
-use crate::measure::{new_histogram, Batch, Msg, StallEvent};
+use crate::measure::{new_histogram, Batch, EventKind, Msg, StallEvent};
+use crate::observe::{ObsStall, ObsTick, Watched};
 use crate::snapshot::{
-    BdpStats, InProgress, LiveStall, RunEvent, Snapshot, Stall, Summary, TargetInterval,
-    TargetSummary,
+    BdpStats, InProgress, LiveStall, ObservedInterval, ObservedStall, ObservedSummary, RunEvent,
+    Snapshot, Stall, Summary, TargetInterval, TargetSummary, OBSERVED,
 };
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -50,9 +51,65 @@ impl Acc {
     }
 }
 
+/// Counts one thread's trace event into an interval's throttle figures.
+fn add_thread_event(kind: &TraceKind, bdp: &mut BdpStats, wb_waits: &mut u64) {
+    match kind {
+        TraceKind::BalanceDirtyPages { pause_ms, .. } => {
+            let p = (*pause_ms).max(0) as u64;
+            bdp.events += 1;
+            bdp.pause_ms += p;
+            bdp.max_pause_ms = bdp.max_pause_ms.max(p);
+        }
+        TraceKind::WaitWriteback { .. } => *wb_waits += 1,
+        TraceKind::WritebackStart { .. } => {}
+    }
+}
+
+/// One observed process over one interval being filled.
+#[derive(Clone, Debug, Default)]
+struct ObsAcc {
+    samples: u32,
+    threads: u32,
+    d_sum: u64,
+    d_max: u32,
+    minflt: u64,
+    majflt: u64,
+    /// None once any sample could not read it.
+    write_bytes: Option<u64>,
+    unreadable_io: bool,
+    bdp: BdpStats,
+    wb_waits: u64,
+    exited: bool,
+}
+
+impl ObsAcc {
+    fn add(&mut self, o: &ObsAcc) {
+        self.samples += o.samples;
+        self.threads = if o.samples > 0 {
+            o.threads
+        } else {
+            self.threads
+        };
+        self.d_sum += o.d_sum;
+        self.d_max = self.d_max.max(o.d_max);
+        self.minflt += o.minflt;
+        self.majflt += o.majflt;
+        self.unreadable_io |= o.unreadable_io;
+        self.write_bytes = Some(self.write_bytes.unwrap_or(0) + o.write_bytes.unwrap_or(0));
+        self.bdp.events += o.bdp.events;
+        self.bdp.pause_ms += o.bdp.pause_ms;
+        self.bdp.max_pause_ms = self.bdp.max_pause_ms.max(o.bdp.max_pause_ms);
+        self.wb_waits += o.wb_waits;
+        self.exited |= o.exited;
+    }
+}
+
 /// One interval being filled.
 struct Pending {
     accs: Vec<Acc>,
+    /// Observed processes by pid, and their threads' finished D-state runs.
+    observed: BTreeMap<u32, ObsAcc>,
+    obs_stalls: Vec<ObsStall>,
     /// The raw kernel sample taken at the interval's end.
     raw: Option<ProcSample>,
     wb_starts: BTreeMap<String, u64>,
@@ -97,6 +154,17 @@ pub struct Aggregator {
     events: Vec<RunEvent>,
     /// Emptied histograms to hand back to writers.
     pub recycled: Vec<Histogram<u64>>,
+    /// Observe mode: the processes, their thread ids (tid -> pid), whether
+    /// the tid set changed since `take_observed_tids_changed`, and totals.
+    watched: Vec<Watched>,
+    obs_tids: HashMap<u32, u32>,
+    obs_tids_changed: bool,
+    obs_totals: BTreeMap<u32, ObservedSummary>,
+    /// Targets whose writers reported a fatal error since they started.
+    failed: Vec<bool>,
+    /// Set when the run stops: observe samples taken after it join the
+    /// last interval instead of opening one of their own.
+    end_ns: Option<u64>,
 }
 
 /// A target's whole-run figures before any op.
@@ -132,7 +200,88 @@ impl Aggregator {
             in_progress: Vec::new(),
             events: Vec::new(),
             recycled: Vec::new(),
+            watched: Vec::new(),
+            obs_tids: HashMap::new(),
+            obs_tids_changed: false,
+            obs_totals: BTreeMap::new(),
+            end_ns: None,
+            failed: Vec::new(),
         }
+    }
+
+    /// The processes observe mode watches (their figures appear in every
+    /// snapshot from now on).
+    pub fn set_observed(&mut self, watched: Vec<Watched>) {
+        for w in &watched {
+            self.obs_totals.insert(
+                w.pid,
+                ObservedSummary {
+                    pid: w.pid,
+                    comm: w.comm.clone(),
+                    write_bytes: Some(0),
+                    ..ObservedSummary::default()
+                },
+            );
+        }
+        self.watched = watched;
+    }
+
+    /// The observed thread ids, when they changed since the last call (the
+    /// trace filter follows them).
+    pub fn take_observed_tids_changed(&mut self) -> Option<Vec<u32>> {
+        if !std::mem::take(&mut self.obs_tids_changed) {
+            return None;
+        }
+        let mut v: Vec<u32> = self.obs_tids.keys().copied().collect();
+        v.sort_unstable();
+        Some(v)
+    }
+
+    /// New writers on `target`: it is no longer marked failed.
+    pub fn clear_failed(&mut self, target: usize) {
+        if let Some(f) = self.failed.get_mut(target) {
+            *f = false;
+        }
+    }
+
+    /// The run's end; see `end_ns`.
+    pub fn set_end(&mut self, end_ns: u64) {
+        self.end_ns = Some(end_ns);
+    }
+
+    fn fold_observe(&mut self, t: ObsTick) {
+        let t_ns = self
+            .end_ns
+            .map_or(t.t_ns, |e| t.t_ns.min(e.saturating_sub(1)));
+        let idx = t_ns / self.interval_ns;
+        if let Some(tids) = t.tids {
+            self.obs_tids = tids.into_iter().collect();
+            self.obs_tids_changed = true;
+        }
+        for s in &t.stalls {
+            if let Some(st) = &s.stack {
+                self.stacks
+                    .insert((OBSERVED, s.tid, s.start_ns), st.clone());
+            }
+        }
+        let p = self.pending_at(idx);
+        for pt in &t.procs {
+            let a = p.observed.entry(pt.pid).or_default();
+            a.samples += 1;
+            a.threads = pt.threads;
+            a.d_sum += u64::from(pt.d_threads);
+            a.d_max = a.d_max.max(pt.d_threads);
+            a.minflt += pt.minflt;
+            a.majflt += pt.majflt;
+            match pt.write_bytes {
+                Some(b) => a.write_bytes = Some(a.write_bytes.unwrap_or(0) + b),
+                None => a.unreadable_io = true,
+            }
+        }
+        for pid in &t.exited {
+            p.observed.entry(*pid).or_default().exited = true;
+        }
+        p.obs_stalls.extend(t.stalls);
     }
 
     /// A target added at runtime; returns its index.
@@ -173,6 +322,8 @@ impl Aggregator {
         while self.pending.len() <= i {
             self.pending.push_back(Pending {
                 accs: (0..n).map(|_| Acc::new()).collect(),
+                observed: BTreeMap::new(),
+                obs_stalls: Vec::new(),
                 raw: None,
                 wb_starts: BTreeMap::new(),
             });
@@ -218,6 +369,10 @@ impl Aggregator {
             for (k, v) in p.wb_starts {
                 *tail.wb_starts.entry(k).or_insert(0) += v;
             }
+            for (pid, o) in p.observed {
+                tail.observed.entry(pid).or_default().add(&o);
+            }
+            tail.obs_stalls.extend(p.obs_stalls);
         }
     }
 
@@ -246,20 +401,18 @@ impl Aggregator {
                 .or_insert(0) += 1;
             return;
         }
-        let Some(&(target, thread)) = self.tids.get(&tid) else {
+        // An observed process's thread, or one of our writers.
+        let (target, thread) = if let Some(&pid) = self.obs_tids.get(&tid) {
+            let a = self.pending_at(idx).observed.entry(pid).or_default();
+            add_thread_event(&kind, &mut a.bdp, &mut a.wb_waits);
+            (OBSERVED, tid)
+        } else if let Some(&(target, thread)) = self.tids.get(&tid) {
+            let acc = self.slot(idx, target);
+            add_thread_event(&kind, &mut acc.bdp, &mut acc.wb_waits);
+            (target, thread)
+        } else {
             return;
         };
-        let acc = self.slot(idx, target);
-        match &kind {
-            TraceKind::BalanceDirtyPages { pause_ms, .. } => {
-                let p = (*pause_ms).max(0) as u64;
-                acc.bdp.events += 1;
-                acc.bdp.pause_ms += p;
-                acc.bdp.max_pause_ms = acc.bdp.max_pause_ms.max(p);
-            }
-            TraceKind::WaitWriteback { .. } => acc.wb_waits += 1,
-            TraceKind::WritebackStart { .. } => {}
-        }
         self.recent_trace.push_back(ThreadEvent {
             t_ns,
             target,
@@ -292,17 +445,30 @@ impl Aggregator {
                     self.in_progress.push(ip);
                 }
             }
+            Msg::Observe(t) => self.fold_observe(*t),
             Msg::Event {
                 target,
+                thread,
                 t_ns,
                 kind,
                 message,
-            } => self.events.push(RunEvent {
-                target,
-                t_ns,
-                kind,
-                message,
-            }),
+            } => {
+                if let (Some(th), EventKind::WriterError) = (thread, kind) {
+                    // A thread that failed inside an op will never finish it.
+                    self.in_progress
+                        .retain(|p| !(p.target == target && p.thread == th));
+                    if self.failed.len() <= target {
+                        self.failed.resize(target + 1, false);
+                    }
+                    self.failed[target] = true;
+                }
+                self.events.push(RunEvent {
+                    target,
+                    t_ns,
+                    kind,
+                    message,
+                });
+            }
         }
     }
 
@@ -361,6 +527,7 @@ impl Aggregator {
         let summary = Summary {
             duration_s: end_ns as f64 / 1e9,
             targets: self.totals,
+            observed: self.obs_totals.into_values().collect(),
         };
         (out, summary)
     }
@@ -529,6 +696,7 @@ impl Aggregator {
                     majflt: a.majflt,
                     bdp: tracing.then_some(a.bdp),
                     wb_waits: tracing.then_some(a.wb_waits),
+                    failed: self.failed.get(target).copied().unwrap_or(false),
                 }
             })
             .collect();
@@ -539,6 +707,7 @@ impl Aggregator {
                 .remove(&(s.ev.target, s.ev.thread, s.ev.start_ns));
         }
         self.add_stalls(&stalls);
+        let (observed, observed_stalls) = self.emit_observed(p.observed, p.obs_stalls);
         let horizon = t_end.saturating_sub(HISTORY_NS);
         while self.recent_trace.front().is_some_and(|e| e.t_ns < horizon) {
             self.recent_trace.pop_front();
@@ -563,7 +732,89 @@ impl Aggregator {
                 .cloned()
                 .collect(),
             events: std::mem::take(&mut self.events),
+            observed,
+            observed_stalls,
         }
+    }
+
+    /// The observed processes' figures and attributed stalls of one interval.
+    fn emit_observed(
+        &mut self,
+        mut accs: BTreeMap<u32, ObsAcc>,
+        mut raw: Vec<ObsStall>,
+    ) -> (Vec<ObservedInterval>, Vec<ObservedStall>) {
+        raw.sort_by_key(|s| s.start_ns);
+        let mut stalls = Vec::with_capacity(raw.len());
+        for r in raw {
+            let ev = StallEvent {
+                target: OBSERVED,
+                thread: r.tid,
+                op: crate::measure::OpKind::Blocked,
+                start_ns: r.start_ns,
+                dur_ns: r.dur_ns,
+            };
+            let stall = self.explain(ev);
+            self.stacks.remove(&(OBSERVED, r.tid, r.start_ns));
+            let comm = self
+                .watched
+                .iter()
+                .find(|w| w.pid == r.pid)
+                .map_or_else(String::new, |w| w.comm.clone());
+            accs.entry(r.pid).or_default();
+            if let Some(t) = self.obs_totals.get_mut(&r.pid) {
+                t.stalls += 1;
+                t.stall_ns += r.dur_ns;
+                let c = t.by_cause.entry(stall.why.cause).or_default();
+                c.count += 1;
+                c.ms += r.dur_ns as f64 / 1e6;
+            }
+            stalls.push(ObservedStall {
+                pid: r.pid,
+                comm,
+                thread_comm: r.thread_comm,
+                stall,
+            });
+        }
+        let tracing = self.tracing;
+        let mut out = Vec::with_capacity(self.watched.len());
+        for w in &self.watched {
+            let a = accs.remove(&w.pid).unwrap_or_default();
+            let t = self.obs_totals.entry(w.pid).or_default();
+            // Gone before, or not sampled in this interval (the tail while
+            // stopping): nothing to show.
+            if t.exited || (a.samples == 0 && !a.exited) {
+                continue;
+            }
+            let write_bytes = (!a.unreadable_io).then(|| a.write_bytes.unwrap_or(0));
+            t.exited = a.exited;
+            t.d_threads_max = t.d_threads_max.max(a.d_max);
+            t.minflt += a.minflt;
+            t.majflt += a.majflt;
+            t.write_bytes = match (t.write_bytes, write_bytes) {
+                (Some(x), Some(y)) => Some(x + y),
+                _ => None,
+            };
+            out.push(ObservedInterval {
+                pid: w.pid,
+                comm: w.comm.clone(),
+                alive: !a.exited,
+                samples: a.samples,
+                threads: a.threads,
+                d_threads_max: a.d_max,
+                d_threads_mean: if a.samples > 0 {
+                    (a.d_sum as f64 / f64::from(a.samples) * 100.0).round() / 100.0
+                } else {
+                    0.0
+                },
+                minflt: a.minflt,
+                majflt: a.majflt,
+                write_bytes,
+                bdp: tracing.then_some(a.bdp),
+                wb_waits: tracing.then_some(a.wb_waits),
+                stalls: stalls.iter().filter(|s| s.pid == w.pid).count() as u32,
+            });
+        }
+        (out, stalls)
     }
 }
 
@@ -600,6 +851,103 @@ mod tests {
             active: true,
         };
         Aggregator::new(S, vec![st; n])
+    }
+
+    #[test]
+    fn a_writer_that_dies_mid_op_leaves_no_stall_in_progress() {
+        let mut a = agg(1);
+        for thread in [0, 1] {
+            a.fold(Msg::StallInProgress {
+                target: 0,
+                thread,
+                op: OpKind::Write,
+                start_ns: S / 2,
+                stack: None,
+            });
+        }
+        assert_eq!(a.live(S).len(), 2);
+        a.fold(Msg::Event {
+            target: 0,
+            thread: Some(1),
+            t_ns: S,
+            kind: EventKind::WriterError,
+            message: "thread 1 panicked".into(),
+        });
+        let live = a.live(2 * S);
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].thread, 0, "the other writer's stall stays");
+    }
+
+    #[test]
+    fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
+        use crate::observe::{ObsStall, ObsTick, ProcTick};
+        let mut a = agg(0);
+        a.set_observed(vec![Watched {
+            pid: 9,
+            comm: "java".into(),
+        }]);
+        a.set_tracing(true);
+        let tick = |t_ns: u64, d: u32, stalls: Vec<ObsStall>| {
+            Msg::Observe(Box::new(ObsTick {
+                t_ns,
+                procs: vec![ProcTick {
+                    pid: 9,
+                    threads: 3,
+                    d_threads: d,
+                    minflt: 5,
+                    majflt: 1,
+                    write_bytes: Some(4096),
+                }],
+                stalls,
+                exited: vec![],
+                tids: Some(vec![(90, 9), (91, 9)]),
+            }))
+        };
+        a.fold(tick(S / 4, 2, vec![]));
+        assert_eq!(a.take_observed_tids_changed(), Some(vec![90, 91]));
+        assert_eq!(a.take_observed_tids_changed(), None);
+        // Thread 91 throttled for 300 ms: two trace events, then the run ends.
+        for (t, pause) in [(S / 4, 200), (S / 4 + 200_000_000, 100)] {
+            a.fold_trace(
+                t,
+                91,
+                TraceKind::BalanceDirtyPages {
+                    bdi: "7:0".into(),
+                    limit: 65536,
+                    setpoint: 50000,
+                    dirty: 70000,
+                    pause_ms: pause,
+                    paused_ms: 0,
+                    period_ms: 0,
+                },
+            );
+        }
+        let run = ObsStall {
+            pid: 9,
+            tid: 91,
+            thread_comm: "MutationStage".into(),
+            start_ns: S / 4,
+            dur_ns: 300_000_000,
+            stack: Some("io_schedule_timeout < balance_dirty_pages".into()),
+        };
+        a.fold(tick(S / 2, 0, vec![run]));
+        let (snaps, summary) = a.finish(S);
+        assert_eq!(snaps.len(), 1);
+        let o = &snaps[0].observed[0];
+        assert_eq!((o.samples, o.d_threads_max, o.d_threads_mean), (2, 2, 1.0));
+        assert_eq!((o.minflt, o.majflt, o.write_bytes), (10, 2, Some(8192)));
+        assert_eq!(o.bdp.unwrap().pause_ms, 300);
+        assert_eq!(o.stalls, 1);
+        let st = &snaps[0].observed_stalls[0];
+        assert_eq!((st.pid, st.stall.ev.thread), (9, 91));
+        assert_eq!(
+            st.stall.why.cause,
+            crate::kernel::attribute::Cause::DirtyThrottle
+        );
+        assert_eq!(st.stall.why.evidence.pause_ms, Some(300));
+        assert!(snaps[0].stalls.is_empty(), "not one of our writers' stalls");
+        assert_eq!(summary.observed[0].stalls, 1);
+        assert_eq!(summary.observed[0].write_bytes, Some(8192));
     }
 
     #[test]

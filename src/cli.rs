@@ -21,6 +21,8 @@ const EXAMPLES: &str = "Examples:
   stallscope run --target /mnt/xfs --target /mnt/ext4 --mode buffered --threads 8
   stallscope run --target /data --mode journal --threads 4 --commit-interval 5s
   stallscope run --target /data --format jsonl --duration 60s > run.jsonl
+  stallscope run --target /data --rate 1000 --metrics-listen 0.0.0.0:9187
+      headless until stopped, Prometheus metrics at http://<host>:9187/metrics
   stallscope --config stallscope.toml run
 
 Writers work in DIR/.stallscope-<pid>/ and remove it on exit (also on Ctrl-C,
@@ -294,9 +296,33 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub follow_symlinks: bool,
 
+    /// Observe another process's threads (repeat or comma-separate pids): D-state,
+    /// faults, write_bytes, and as root dirty throttling from tracefs. Without
+    /// --target, stallscope adds no write load of its own.
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub observe: Vec<u32>,
+
+    /// Observe every process with this name (comm or argv[0], e.g. java, ceph-osd), resolved at start.
+    #[arg(long, value_name = "NAME")]
+    pub observe_name: Vec<String>,
+
+    /// How often observed threads are sampled [default: 50ms].
+    #[arg(long, value_name = "DUR")]
+    pub observe_every: Option<Dur>,
+
     /// Record the session to FILE (JSON Lines; zstd-compressed if it ends in .zst).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while running.
+    ///
+    /// A bare port listens on loopback only (`--metrics-listen 9187` is
+    /// 127.0.0.1:9187); give the address to listen elsewhere, e.g.
+    /// `--metrics-listen 0.0.0.0:9187` for a Prometheus server on another
+    /// host. Port 0 picks a free port; the real address is printed on stderr
+    /// (`stallscope: metrics on http://…/metrics`). Off by default.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = crate::metrics::parse_listen)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl WorkloadArgs {
@@ -329,6 +355,15 @@ impl WorkloadArgs {
         }
         if self.follow_symlinks {
             cfg.follow_symlinks = true;
+        }
+        if !self.observe.is_empty() {
+            cfg.observe = self.observe.clone();
+        }
+        if !self.observe_name.is_empty() {
+            cfg.observe_name = self.observe_name.clone();
+        }
+        if let Some(v) = self.observe_every {
+            cfg.observe_every = v;
         }
         if let Some(v) = self.duration {
             cfg.duration = Some(v);

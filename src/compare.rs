@@ -781,13 +781,7 @@ fn empty_like(s: &Snapshot) -> Snapshot {
         index: s.index,
         t_s: s.t_s,
         interval_s: s.interval_s,
-        targets: Vec::new(),
-        stalls: Vec::new(),
-        kernel: None,
-        raw: None,
-        wb_starts: None,
-        in_progress: Vec::new(),
-        events: Vec::new(),
+        ..Snapshot::default()
     }
 }
 
@@ -1086,6 +1080,7 @@ mod tests {
             majflt: 0,
             bdp: None,
             wb_waits: None,
+            failed: false,
         }
     }
 
@@ -1118,6 +1113,8 @@ mod tests {
                 wb_starts: None,
                 in_progress: vec![],
                 events: vec![],
+                observed: Vec::new(),
+                observed_stalls: Vec::new(),
             })
         }
     }

@@ -145,6 +145,12 @@ pub struct Config {
     pub format: Format,
     /// Accept a target that is a symlink (resolved once, at start).
     pub follow_symlinks: bool,
+    /// Processes to observe by pid; with no `targets`, no writers run.
+    pub observe: Vec<u32>,
+    /// Processes to observe by name (comm or argv[0]), resolved at start.
+    pub observe_name: Vec<String>,
+    /// How often observed processes' threads are sampled.
+    pub observe_every: Dur,
 }
 
 impl Default for Config {
@@ -167,6 +173,9 @@ impl Default for Config {
             journal_size: ByteSize(256 << 20),
             format: Format::Table,
             follow_symlinks: false,
+            observe: Vec::new(),
+            observe_name: Vec::new(),
+            observe_every: Dur(Duration::from_millis(50)),
         }
     }
 }
@@ -196,6 +205,11 @@ impl Config {
                 None => msg,
             }
         })
+    }
+
+    /// Whether observe mode is on (then no default target is added).
+    pub fn observing(&self) -> bool {
+        !self.observe.is_empty() || !self.observe_name.is_empty()
     }
 
     pub fn record_size(&self) -> u64 {
@@ -252,6 +266,13 @@ impl Config {
             return err(format!(
                 "--interval {} is out of range (10ms..=1h)",
                 self.interval
+            ));
+        }
+        if self.observe_every.0 < Duration::from_millis(5) || self.observe_every.0 > self.interval.0
+        {
+            return err(format!(
+                "--observe-every {} is out of range (5ms..=--interval {})",
+                self.observe_every, self.interval
             ));
         }
         if self.stall_threshold.0 < Duration::from_millis(1) {

@@ -25,9 +25,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Run(args)) => {
             let cfg = stallscope::cli::layered(cli.config.as_deref(), &args)?;
+            let mut metrics = stallscope::metrics::start(args.metrics_listen)?;
             let stdout = std::io::stdout().lock();
             let mut printer = Printer::new(std::io::BufWriter::new(stdout), cfg.format);
-            stallscope::run::run(&cfg, args.record.as_deref(), &stop, &mut printer)?;
+            let mut sink = stallscope::output::Tee(&mut printer, &mut metrics);
+            stallscope::run::run(&cfg, args.record.as_deref(), &stop, &mut sink)?;
             Ok(())
         }
         Some(Command::Replay { file, speed, ui }) => {
@@ -83,7 +85,13 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Watch { workload, ui }) => {
             let cfg = stallscope::cli::layered(cli.config.as_deref(), &workload)?;
-            stallscope::tui::term::run_dashboard(&cfg, &ui.options(), workload.record.clone(), stop)
+            stallscope::tui::term::run_dashboard(
+                &cfg,
+                &ui.options(),
+                workload.record.clone(),
+                workload.metrics_listen,
+                stop,
+            )
         }
         None => {
             let cfg = stallscope::cli::layered(cli.config.as_deref(), &cli.workload)?;
@@ -91,6 +99,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 &cfg,
                 &cli.ui.options(),
                 cli.workload.record.clone(),
+                cli.workload.metrics_listen,
                 stop,
             )
         }

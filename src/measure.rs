@@ -80,6 +80,9 @@ pub enum OpKind {
     /// A write that had to wait for a free segment: the disk budget was
     /// full and the oldest segment had to be synced before it could go.
     SegmentWait,
+    /// Observe mode: another process's thread in uninterruptible sleep
+    /// (we do not know which call it made).
+    Blocked,
 }
 
 impl OpKind {
@@ -89,6 +92,7 @@ impl OpKind {
             OpKind::Sync => "sync",
             OpKind::JournalWait => "journal_wait",
             OpKind::SegmentWait => "segment_wait",
+            OpKind::Blocked => "blocked",
         }
     }
     fn code(self) -> u64 {
@@ -97,6 +101,7 @@ impl OpKind {
             OpKind::Sync => 2,
             OpKind::JournalWait => 3,
             OpKind::SegmentWait => 4,
+            OpKind::Blocked => 5,
         }
     }
     fn from_code(c: u64) -> Option<OpKind> {
@@ -105,6 +110,7 @@ impl OpKind {
             2 => Some(OpKind::Sync),
             3 => Some(OpKind::JournalWait),
             4 => Some(OpKind::SegmentWait),
+            5 => Some(OpKind::Blocked),
             _ => None,
         }
     }
@@ -188,9 +194,14 @@ pub enum Msg {
         /// /proc/self/task/TID/stack, else wchan), innermost first.
         stack: Option<String>,
     },
+    /// One sample of the observed processes (observe mode).
+    Observe(Box<crate::observe::ObsTick>),
     /// Something a person should see: disk full, a failed thread.
     Event {
         target: usize,
+        /// The writer thread it is about, when it is about one (a thread
+        /// that died mid-op has no stall in progress any more).
+        thread: Option<u32>,
         t_ns: u64,
         kind: EventKind,
         message: String,
@@ -299,7 +310,7 @@ impl Recorder {
         let us = (dur / 1000).clamp(1, HIST_MAX_US);
         match kind {
             OpKind::Sync => self.cur.sync_hist.saturating_record(us),
-            OpKind::Write | OpKind::JournalWait | OpKind::SegmentWait => {
+            OpKind::Write | OpKind::JournalWait | OpKind::SegmentWait | OpKind::Blocked => {
                 self.cur.hist.saturating_record(us);
                 self.cur.ops += 1;
                 self.cur.bytes += bytes;
@@ -352,6 +363,7 @@ impl Recorder {
     pub fn event(&self, kind: EventKind, message: String) {
         let _ = self.tx.send(Msg::Event {
             target: self.target,
+            thread: Some(self.thread),
             t_ns: self.clock.now_ns(),
             kind,
             message,

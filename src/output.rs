@@ -7,8 +7,8 @@ use crate::kernel::attribute::{Cause, Confidence, Evidence};
 use crate::kernel::proc::DevInterval;
 use crate::measure::OpKind;
 use crate::snapshot::{
-    BdpStats, CauseTotal, LatSummary, RunEvent, Snapshot, Stall, Summary, TargetInterval,
-    TargetMeta,
+    BdpStats, CauseTotal, LatSummary, ObservedInterval, ObservedStall, ObservedSummary, RunEvent,
+    Snapshot, Stall, Summary, TargetInterval, TargetMeta,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -75,6 +75,9 @@ pub struct IntervalLine<'a> {
     pub bdp: Option<BdpStats>,
     pub wb_waits: Option<u64>,
     pub wb_starts: Option<&'a BTreeMap<String, u64>>,
+    /// Present (true) once a writer of this target stopped on an error.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 #[derive(Serialize)]
@@ -108,6 +111,131 @@ pub struct EventLine<'a> {
     pub message: &'a str,
 }
 
+/// Observe mode: one observed process over one interval, with the system
+/// figures (there may be no target line to carry them).
+#[derive(Serialize)]
+pub struct ObservedLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub t_s: f64,
+    pub pid: u32,
+    pub comm: &'a str,
+    pub alive: bool,
+    pub threads: u32,
+    pub d_threads_max: u32,
+    pub d_threads_mean: f64,
+    pub samples: u32,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// null when /proc/PID/io is not readable (another user's process).
+    pub write_bytes: Option<u64>,
+    pub write_mib_per_s: Option<f64>,
+    /// null without tracing (root): unknown, not zero.
+    pub bdp: Option<BdpStats>,
+    pub wb_waits: Option<u64>,
+    pub stalls: u32,
+    pub dirty_kib: Option<u64>,
+    pub writeback_kib: Option<u64>,
+    pub dirty_thresh_kib: Option<u64>,
+    pub dirty_bg_thresh_kib: Option<u64>,
+    pub psi_io_some_pct: Option<f64>,
+    pub psi_io_full_pct: Option<f64>,
+}
+
+pub fn observed_line<'a>(s: &Snapshot, o: &'a ObservedInterval) -> ObservedLine<'a> {
+    let k = s.kernel.as_ref();
+    ObservedLine {
+        ty: "observed",
+        t_s: round(s.t_s, 3),
+        pid: o.pid,
+        comm: &o.comm,
+        alive: o.alive,
+        threads: o.threads,
+        d_threads_max: o.d_threads_max,
+        d_threads_mean: o.d_threads_mean,
+        samples: o.samples,
+        minflt: o.minflt,
+        majflt: o.majflt,
+        write_bytes: o.write_bytes,
+        write_mib_per_s: o
+            .write_bytes
+            .map(|b| round(crate::snapshot::rates(0, b, s.interval_s).mib_per_s, 3)),
+        bdp: o.bdp,
+        wb_waits: o.wb_waits,
+        stalls: o.stalls,
+        dirty_kib: k.and_then(|k| k.dirty_kib),
+        writeback_kib: k.and_then(|k| k.writeback_kib),
+        dirty_thresh_kib: k.and_then(|k| k.dirty_thresh_kib),
+        dirty_bg_thresh_kib: k.and_then(|k| k.dirty_bg_thresh_kib),
+        psi_io_some_pct: k.and_then(|k| k.psi_io_some_pct).map(|v| round(v, 2)),
+        psi_io_full_pct: k.and_then(|k| k.psi_io_full_pct).map(|v| round(v, 2)),
+    }
+}
+
+/// A stall of an observed process's thread: the stall line's fields, with
+/// the process and thread instead of a target.
+#[derive(Serialize)]
+pub struct ObservedStallLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub t_s: f64,
+    pub duration_ms: f64,
+    pub pid: u32,
+    pub comm: &'a str,
+    pub tid: u32,
+    pub thread_comm: &'a str,
+    pub op: OpKind,
+    pub cause: Cause,
+    pub confidence: Confidence,
+    pub evidence: &'a Evidence,
+}
+
+pub fn observed_stall_line(o: &ObservedStall) -> ObservedStallLine<'_> {
+    let st = &o.stall;
+    ObservedStallLine {
+        ty: "stall",
+        t_s: round(st.ev.start_ns as f64 / 1e9, 3),
+        duration_ms: round(st.ev.dur_ns as f64 / 1e6, 3),
+        pid: o.pid,
+        comm: &o.comm,
+        tid: st.ev.thread,
+        thread_comm: &o.thread_comm,
+        op: st.ev.op,
+        cause: st.why.cause,
+        confidence: st.why.confidence,
+        evidence: &st.why.evidence,
+    }
+}
+
+#[derive(Serialize)]
+pub struct ObservedSummaryLine<'a> {
+    pub pid: u32,
+    pub comm: &'a str,
+    pub exited: bool,
+    pub d_threads_max: u32,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub write_bytes: Option<u64>,
+    pub stalls: u64,
+    pub stall_ms: f64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+fn observed_summary_line(o: &ObservedSummary) -> ObservedSummaryLine<'_> {
+    ObservedSummaryLine {
+        pid: o.pid,
+        comm: &o.comm,
+        exited: o.exited,
+        d_threads_max: o.d_threads_max,
+        minflt: o.minflt,
+        majflt: o.majflt,
+        write_bytes: o.write_bytes,
+        stalls: o.stalls,
+        stall_ms: round(o.stall_ns as f64 / 1e6, 3),
+        by_cause: rounded(o.by_cause.clone()),
+    }
+}
+
 #[derive(Serialize)]
 pub struct SummaryLine<'a> {
     #[serde(rename = "type")]
@@ -121,6 +249,9 @@ pub struct SummaryLine<'a> {
     pub stall_ms: f64,
     pub by_cause: BTreeMap<Cause, CauseTotal>,
     pub targets: Vec<TargetSummaryLine<'a>>,
+    /// Observe mode only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<ObservedSummaryLine<'a>>,
 }
 
 #[derive(Serialize)]
@@ -182,6 +313,7 @@ pub fn interval_line<'a>(
         bdp: t.bdp,
         wb_waits: t.wb_waits,
         wb_starts: s.wb_starts.as_ref(),
+        failed: t.failed,
     }
 }
 
@@ -201,7 +333,7 @@ pub fn stall_line<'a>(st: &'a Stall, meta: &'a TargetMeta, mode: &'static str) -
     }
 }
 
-pub fn summary_line<'a>(s: &Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> {
+pub fn summary_line<'a>(s: &'a Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> {
     let all = crate::snapshot::rates(s.ops(), s.bytes(), s.duration_s);
     SummaryLine {
         ty: "summary",
@@ -231,6 +363,7 @@ pub fn summary_line<'a>(s: &Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> 
                 }
             })
             .collect(),
+        observed: s.observed.iter().map(observed_summary_line).collect(),
     }
 }
 
@@ -240,6 +373,7 @@ pub struct Printer<W: Write> {
     format: Format,
     meta: Vec<TargetMeta>,
     rows: u64,
+    obs_rows: u64,
 }
 
 impl<W: Write> Printer<W> {
@@ -249,6 +383,7 @@ impl<W: Write> Printer<W> {
             format,
             meta: Vec::new(),
             rows: 0,
+            obs_rows: 0,
         }
     }
 
@@ -299,6 +434,8 @@ impl<W: Write> Printer<W> {
     }
 }
 
+const OBS_HEADER: &str = "   time  process              threads  D max  D mean  write MiB/s    minflt  majflt  pause stalls  dirty     wb  cause";
+
 const HEADER: &str = "   time  target               ops/s     MiB/s    mean     p50     p95     p99   p99.9       max stalls  dirty     wb  pause  cause";
 
 fn ms(us: u64) -> f64 {
@@ -308,7 +445,7 @@ fn ms(us: u64) -> f64 {
 impl<W: Write> Sink for Printer<W> {
     fn begin(&mut self, targets: &[TargetMeta]) -> io::Result<()> {
         self.meta = targets.to_vec();
-        if self.format == Format::Table {
+        if self.format == Format::Table && !targets.is_empty() {
             writeln!(self.out, "latencies in ms")?;
             writeln!(self.out, "{HEADER}")?;
         }
@@ -364,6 +501,7 @@ impl<W: Write> Sink for Printer<W> {
                 }
             }
         }
+        self.observed(s)?;
         for st in &s.stalls {
             let mode = s
                 .targets
@@ -403,6 +541,11 @@ impl<W: Write> Sink for Printer<W> {
         let line = summary_line(s, &meta);
         match self.format {
             Format::Jsonl => self.json(&line)?,
+            Format::Table if line.targets.is_empty() => {
+                writeln!(self.out)?;
+                writeln!(self.out, "summary: {:.1} s observed", line.duration_s)?;
+                self.observed_summary(&line)?;
+            }
             Format::Table => {
                 writeln!(self.out)?;
                 writeln!(
@@ -429,6 +572,7 @@ impl<W: Write> Sink for Printer<W> {
                         .collect();
                     writeln!(self.out, "stalls by cause: {}", parts.join(", "))?;
                 }
+                self.observed_summary(&line)?;
                 if line.targets.len() > 1 {
                     for t in &line.targets {
                         writeln!(
@@ -449,6 +593,123 @@ impl<W: Write> Sink for Printer<W> {
     }
 }
 
+impl<W: Write> Printer<W> {
+    fn observed_summary(&mut self, line: &SummaryLine) -> io::Result<()> {
+        for o in &line.observed {
+            let causes: Vec<String> = o
+                .by_cause
+                .iter()
+                .map(|(c, t)| format!("{} {} ({:.0} ms)", c.as_str(), t.count, t.ms))
+                .collect();
+            writeln!(
+                self.out,
+                "observed {} (pid {}){}: {} stalls ({:.0} ms){}{}, most threads in D at once {}, {} major faults, {}",
+                o.comm,
+                o.pid,
+                if o.exited { ", exited" } else { "" },
+                o.stalls,
+                o.stall_ms,
+                if causes.is_empty() { "" } else { ": " },
+                causes.join(", "),
+                o.d_threads_max,
+                o.majflt,
+                o.write_bytes.map_or("write_bytes unreadable".to_string(), |b| {
+                    format!("{:.1} MiB written", crate::units::mib(b))
+                })
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Observe mode: one line per observed process, then its stalls.
+    fn observed(&mut self, s: &Snapshot) -> io::Result<()> {
+        for o in &s.observed {
+            match self.format {
+                Format::Jsonl => self.json(&observed_line(s, o))?,
+                Format::Table => {
+                    if self.obs_rows % 40 == 0 {
+                        writeln!(self.out, "{OBS_HEADER}")?;
+                    }
+                    self.obs_rows += 1;
+                    let l = observed_line(s, o);
+                    let name = format!("{} {}", o.pid, o.comm);
+                    let name: String = name.chars().take(18).collect();
+                    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+                    let cause = crate::snapshot::top_cause(&cause_totals(
+                        s.observed_stalls
+                            .iter()
+                            .filter(|x| x.pid == o.pid)
+                            .map(|x| &x.stall),
+                    ));
+                    writeln!(
+                        self.out,
+                        "{:7.1}  {name:<18} {:>8} {:>6} {:>7.2} {:>12} {:>9} {:>7} {:>6} {:>6} {:>6} {:>6}  {}",
+                        s.t_s,
+                        o.threads,
+                        o.d_threads_max,
+                        o.d_threads_mean,
+                        opt(l.write_mib_per_s.map(|v| format!("{v:.2}"))),
+                        o.minflt,
+                        o.majflt,
+                        opt(o.bdp.map(|b| b.pause_ms.to_string())),
+                        o.stalls,
+                        opt(l.dirty_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
+                        opt(l.writeback_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
+                        cause.map_or("", |c| c.as_str())
+                    )?;
+                }
+            }
+            if !o.alive {
+                let msg = format!("observed process {} ({}) exited", o.pid, o.comm);
+                match self.format {
+                    Format::Jsonl => self.json(&serde_json::json!({"type": "event",
+                        "t_s": round(s.t_s, 3), "kind": "process_exited", "pid": o.pid,
+                        "comm": o.comm, "message": msg}))?,
+                    Format::Table => writeln!(self.out, "{:7.1}  ! {msg}", s.t_s)?,
+                }
+            }
+        }
+        for o in &s.observed_stalls {
+            match self.format {
+                Format::Jsonl => self.json(&observed_stall_line(o))?,
+                Format::Table => {
+                    let e = &o.stall.ev;
+                    writeln!(
+                        self.out,
+                        "{:7.1}  {:<18} ~ stall {:.0} ms: thread {} ({}) blocked (D): {} [{}]{}",
+                        e.start_ns as f64 / 1e9,
+                        format!("{} {}", o.pid, o.comm)
+                            .chars()
+                            .take(18)
+                            .collect::<String>(),
+                        e.dur_ns as f64 / 1e6,
+                        e.thread,
+                        o.thread_comm,
+                        o.stall.why.cause.as_str(),
+                        match o.stall.why.confidence {
+                            Confidence::High => "high",
+                            Confidence::Low => "low",
+                        },
+                        evidence_text(&o.stall.why.evidence)
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stall count and time by cause.
+pub fn cause_totals<'a>(stalls: impl Iterator<Item = &'a Stall>) -> BTreeMap<Cause, CauseTotal> {
+    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+    for s in stalls {
+        let e = m.entry(s.why.cause).or_default();
+        e.count += 1;
+        e.ms += s.ev.dur_ns as f64 / 1e6;
+    }
+    m
+}
+
 fn rounded(mut m: BTreeMap<Cause, CauseTotal>) -> BTreeMap<Cause, CauseTotal> {
     for v in m.values_mut() {
         v.ms = round(v.ms, 3);
@@ -458,13 +719,9 @@ fn rounded(mut m: BTreeMap<Cause, CauseTotal>) -> BTreeMap<Cause, CauseTotal> {
 
 /// The cause with the most stall time among one target's stalls.
 pub fn top_interval_cause(stalls: &[Stall], target: usize) -> Option<Cause> {
-    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
-    for s in stalls.iter().filter(|s| s.ev.target == target) {
-        let e = m.entry(s.why.cause).or_default();
-        e.count += 1;
-        e.ms += s.ev.dur_ns as f64 / 1e6;
-    }
-    crate::snapshot::top_cause(&m)
+    crate::snapshot::top_cause(&cause_totals(
+        stalls.iter().filter(|s| s.ev.target == target),
+    ))
 }
 
 /// A short human rendering of the evidence, for the table format.

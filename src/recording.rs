@@ -12,7 +12,8 @@
 //!   `kernel`, `start_unix_s`, `config` (the run's config, as in the TOML
 //!   file), `interval_s`, `page_kib`, `targets` (each `path`, `fs`,
 //!   `device`, `mount_options`), `tracing` (null when on, else why not),
-//!   `proc_start` (the first raw kernel sample, see `kernel`).
+//!   `proc_start` (the first raw kernel sample, see `kernel`), `observed`
+//!   (observe mode: each watched `pid` and `comm`; absent otherwise).
 //! * `kernel`, one per interval, before its `interval` lines: `index`,
 //!   `t_s` (end of the interval, s since start), `proc` — raw counters:
 //!   `mem{dirty_kib, writeback_kib}`, `vm{nr_dirty, nr_writeback,
@@ -26,11 +27,21 @@
 //! * `interval`, one per target per interval: every field of `stallscope
 //!   run --format jsonl` (derived figures, for grep and jq) plus the raw
 //!   ones replay uses: `index`, `target_index`, `interval_s`, `active`,
-//!   `bytes`, `hist` and `sync_hist` (write and sync latency in µs, HdrHistogram
+//!   `bytes`, `failed` (true once a writer of the target stopped on an
+//!   error; absent otherwise), `hist` and `sync_hist` (write and sync latency in µs, HdrHistogram
 //!   V2 serialization with DEFLATE, base64; "" when empty).
 //! * `stall`: the `run` stall line (`t_s`, `duration_ms`, `thread`, `op`,
 //!   `target`, `mode`, `cause`, `confidence`, `evidence`) plus `index`,
 //!   `target_index`, `start_ns`, `dur_ns`.
+//! * `observed` (observe mode), one per watched process per interval: as in
+//!   `run --format jsonl` — `t_s`, `pid`, `comm`, `alive`, `threads`,
+//!   `d_threads_max` and `d_threads_mean` (threads in D state), `samples`,
+//!   `minflt`, `majflt`, `write_bytes` (null if /proc/PID/io is unreadable),
+//!   `write_mib_per_s`, `bdp`, `wb_waits` (null without tracing), `stalls`
+//!   and the system dirty/writeback/PSI figures — plus `index`, `interval_s`.
+//! * A `stall` line with a `pid` is an observed thread's D-state run: `t_s`,
+//!   `duration_ms`, `pid`, `comm`, `tid`, `thread_comm`, `op` (`blocked`),
+//!   `cause`, `confidence`, `evidence`, plus `index`, `start_ns`, `dur_ns`.
 //! * `event`: `t_s`, `target`, `kind` (`target_full`, `writer_error`,
 //!   `info`), `message`, plus `index`, `target_index`, `t_ns`.
 //! * `marker`: a runtime action: `t_s`, `kind` (`target_switch`,
@@ -78,6 +89,9 @@ pub struct Header {
     pub targets: Vec<TargetMeta>,
     pub tracing: Option<String>,
     pub proc_start: Option<ProcSample>,
+    /// Observe mode: the processes watched (absent in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<crate::observe::Watched>,
 }
 
 impl Header {
@@ -106,6 +120,7 @@ impl Header {
             interval_s: cfg.interval.0.as_secs_f64(),
             page_kib: crate::kernel::proc::page_kib(),
             targets,
+            observed: Vec::new(),
             tracing,
             proc_start,
         }
@@ -114,13 +129,27 @@ impl Header {
     /// "mmap × 4 threads, 818 B records, periodic:10s" — for titles.
     pub fn workload(&self) -> String {
         let c = &self.config;
-        format!(
+        let observed: Vec<String> = self
+            .observed
+            .iter()
+            .map(|w| format!("{} ({})", w.comm, w.pid))
+            .collect();
+        let observing = format!("observing {}", observed.join(", "));
+        if self.targets.is_empty() && !observed.is_empty() {
+            return format!("{observing}, no writers");
+        }
+        let w = format!(
             "{} × {} threads, {} records, sync {}",
             c.mode,
             c.threads,
             crate::units::ByteSize(c.record_size()),
             c.sync
-        )
+        );
+        if observed.is_empty() {
+            w
+        } else {
+            format!("{w}; {observing}")
+        }
     }
 }
 
@@ -373,6 +402,24 @@ impl Sink for Recorder {
             );
             self.line(&v)?;
         }
+        for o in &s.observed {
+            let mut v = serde_json::to_value(crate::output::observed_line(s, o))?;
+            merge(
+                &mut v,
+                json!({"t_s": s.t_s, "index": s.index,
+                "interval_s": s.interval_s}),
+            );
+            self.line(&v)?;
+        }
+        for o in &s.observed_stalls {
+            let mut v = serde_json::to_value(crate::output::observed_stall_line(o))?;
+            merge(
+                &mut v,
+                json!({"index": s.index, "start_ns": o.stall.ev.start_ns,
+                "dur_ns": o.stall.ev.dur_ns}),
+            );
+            self.line(&v)?;
+        }
         for e in &s.events {
             let meta = self.meta(e.target);
             self.line(
@@ -435,6 +482,8 @@ struct IntervalIn {
     majflt: u64,
     bdp: Option<BdpStats>,
     wb_waits: Option<u64>,
+    #[serde(default)]
+    failed: bool,
 }
 
 fn yes() -> bool {
@@ -446,6 +495,32 @@ struct StallIn {
     index: u64,
     target_index: usize,
     thread: u32,
+    op: OpKind,
+    start_ns: u64,
+    dur_ns: u64,
+    cause: Cause,
+    confidence: Confidence,
+    #[serde(default)]
+    evidence: Evidence,
+}
+
+/// An observed process's line: the interval's fields plus where it goes.
+#[derive(Deserialize)]
+struct ObservedIn {
+    index: u64,
+    t_s: f64,
+    interval_s: f64,
+    #[serde(flatten)]
+    o: crate::snapshot::ObservedInterval,
+}
+
+#[derive(Deserialize)]
+struct ObservedStallIn {
+    index: u64,
+    pid: u32,
+    comm: String,
+    tid: u32,
+    thread_comm: String,
     op: OpKind,
     start_ns: u64,
     dur_ns: u64,
@@ -628,22 +703,18 @@ impl Builder {
         }
         self.cur.get_or_insert_with(|| Snapshot {
             index,
-            t_s: 0.0,
-            interval_s: 0.0,
-            targets: Vec::new(),
-            stalls: Vec::new(),
-            kernel: None,
-            raw: None,
-            wb_starts: None,
-            in_progress: Vec::new(),
-            events: Vec::new(),
+            ..Snapshot::default()
         })
     }
 
     fn close(&mut self) {
         // An interval whose lines were cut off before any target's line is
         // incomplete: leave it out rather than show a hole as zero.
-        if self.cur.as_ref().is_some_and(|s| s.targets.is_empty()) {
+        if self
+            .cur
+            .as_ref()
+            .is_some_and(|s| s.targets.is_empty() && s.observed.is_empty())
+        {
             self.cur = None;
         }
         if let Some(mut s) = self.cur.take() {
@@ -691,11 +762,42 @@ impl Builder {
                     majflt: i.majflt,
                     bdp: i.bdp,
                     wb_waits: i.wb_waits,
+                    failed: i.failed,
                 };
                 let s = self.at(i.index);
                 s.t_s = i.t_s;
                 s.interval_s = i.interval_s;
                 s.targets.push(t);
+            }
+            "observed" => {
+                let o: ObservedIn = serde_json::from_value(v).map_err(bad)?;
+                let s = self.at(o.index);
+                s.t_s = o.t_s;
+                s.interval_s = o.interval_s;
+                s.observed.push(o.o);
+            }
+            "stall" if v.get("pid").is_some() => {
+                let o: ObservedStallIn = serde_json::from_value(v).map_err(bad)?;
+                let stall = crate::snapshot::ObservedStall {
+                    pid: o.pid,
+                    comm: o.comm,
+                    thread_comm: o.thread_comm,
+                    stall: Stall {
+                        ev: StallEvent {
+                            target: crate::snapshot::OBSERVED,
+                            thread: o.tid,
+                            op: o.op,
+                            start_ns: o.start_ns,
+                            dur_ns: o.dur_ns,
+                        },
+                        why: Attribution {
+                            cause: o.cause,
+                            confidence: o.confidence,
+                            evidence: o.evidence,
+                        },
+                    },
+                };
+                self.at(o.index).observed_stalls.push(stall);
             }
             "stall" => {
                 let st: StallIn = serde_json::from_value(v).map_err(bad)?;

@@ -255,6 +255,47 @@ pub fn render_text(segs: &[Segment], input: &ReportInput) -> String {
             out.push_str(&segment_line(all));
         }
     }
+    out.push_str(&observed_text(input));
+    out
+}
+
+/// Observe mode: per observed process over the span, its D-state threads,
+/// faults, bytes written and its threads' stalls by cause.
+fn observed_text(input: &ReportInput) -> String {
+    let mut procs: BTreeMap<u32, (String, u32, u64, Option<u64>, bool)> = BTreeMap::new();
+    let mut stalls: BTreeMap<u32, Vec<&Stall>> = BTreeMap::new();
+    for s in input.selected() {
+        for o in &s.observed {
+            let e = procs
+                .entry(o.pid)
+                .or_insert_with(|| (o.comm.clone(), 0, 0, Some(0), false));
+            e.1 = e.1.max(o.d_threads_max);
+            e.2 += o.majflt;
+            e.3 = e.3.zip(o.write_bytes).map(|(a, b)| a + b);
+            e.4 |= !o.alive;
+        }
+        for o in &s.observed_stalls {
+            stalls.entry(o.pid).or_default().push(&o.stall);
+        }
+    }
+    let mut out = String::new();
+    for (pid, (comm, dmax, majflt, wb, exited)) in procs {
+        let own = stalls.remove(&pid).unwrap_or_default();
+        let stalled: u64 = own.iter().map(|s| s.ev.dur_ns).sum();
+        let _ = writeln!(
+            out,
+            "\nobserved {comm} (pid {pid}){}: {} stalls, {:.2} s stalled{}{}; most threads in D at once {dmax}, {majflt} major faults, {}",
+            if exited { ", exited" } else { "" },
+            own.len(),
+            stalled as f64 / 1e9,
+            if own.is_empty() { "" } else { ": " },
+            causes_text(&crate::output::cause_totals(own.into_iter())),
+            wb.map_or("write_bytes unreadable".to_string(), |b| format!(
+                "{:.1} MiB written",
+                crate::units::mib(b)
+            ))
+        );
+    }
     out
 }
 
@@ -947,6 +988,7 @@ mod tests {
             majflt: 0,
             bdp: None,
             wb_waits: None,
+            failed: false,
         }
     }
 
@@ -963,6 +1005,8 @@ mod tests {
             wb_starts: None,
             in_progress: Vec::new(),
             events: Vec::new(),
+            observed: Vec::new(),
+            observed_stalls: Vec::new(),
         }
     }
 

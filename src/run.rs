@@ -34,6 +34,8 @@ pub struct PreparedTarget {
 pub struct Prepared {
     pub targets: Vec<PreparedTarget>,
     pub journal: Option<Scratch>,
+    /// Observe mode: the processes to watch, resolved before anything starts.
+    pub watched: Vec<crate::observe::Watched>,
 }
 
 /// The default target: $TMPDIR, else /var/tmp.
@@ -65,8 +67,9 @@ pub fn describe(path: &Path) -> TargetMeta {
 /// Validates every target and creates the scratch folders. On error, the
 /// folders already made are removed as the guards drop.
 pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
+    let watched = crate::observe::resolve(Path::new("/proc"), &cfg.observe, &cfg.observe_name)?;
     let mut paths = cfg.targets.clone();
-    if paths.is_empty() {
+    if paths.is_empty() && !cfg.observing() {
         let d = default_target();
         let meta = describe(&d);
         eprintln!(
@@ -107,7 +110,11 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
         (Some(j), Mode::Journal) => Some(Scratch::create(j)?),
         _ => None,
     };
-    Ok(Prepared { targets, journal })
+    Ok(Prepared {
+        targets,
+        journal,
+        watched,
+    })
 }
 
 /// Runs the workload until `duration` or until `stop` is set, feeding `sink`
@@ -219,6 +226,10 @@ pub struct Session {
     trace: Option<TraceSession>,
     /// Why tracing is unavailable, if it is.
     pub trace_error: Option<String>,
+    /// Observe mode: the sampler of the watched processes and their
+    /// current thread ids (tracing follows them).
+    observer: Option<crate::observe::Observer>,
+    obs_tids: Vec<u32>,
     interval_ns: u64,
     next_boundary: u64,
 }
@@ -256,6 +267,16 @@ impl Session {
         let start_sample = sampler.sample(clock.now_ns());
         agg.set_kernel_base(start_sample.clone(), kproc::page_kib());
         let engines = (0..prepared.targets.len()).map(|_| None).collect();
+        let observer = (!prepared.watched.is_empty()).then(|| {
+            agg.set_observed(prepared.watched.clone());
+            crate::observe::Observer::start(
+                prepared.watched.clone(),
+                cfg.observe_every.0,
+                timing.threshold,
+                clock,
+                tx.clone(),
+            )
+        });
         let mut s = Session {
             cfg: cfg.clone(),
             prepared,
@@ -274,6 +295,8 @@ impl Session {
             start_sample,
             trace: None,
             trace_error: None,
+            observer,
+            obs_tids: Vec::new(),
             interval_ns,
             next_boundary: interval_ns,
         };
@@ -291,17 +314,43 @@ impl Session {
                 s.trace_error = Some(why);
             }
         }
+        if !s.prepared.watched.is_empty() {
+            let names: Vec<String> = s
+                .prepared
+                .watched
+                .iter()
+                .map(|w| format!("{} ({})", w.pid, w.comm))
+                .collect();
+            eprintln!(
+                "stallscope: observing {}, every {}{}",
+                names.join(", "),
+                cfg.observe_every,
+                if s.prepared.targets.is_empty() {
+                    ", no writers of our own"
+                } else {
+                    ""
+                }
+            );
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                eprintln!(
+                    "stallscope: not root: observe mode shows D-state threads, faults and write_bytes; attributing a stall to dirty throttling needs root (tracefs events and kernel stacks), so causes are low confidence"
+                );
+            }
+        }
         Ok(s)
     }
 
     /// The header a recording of this session starts with.
     pub fn recording_header(&self) -> crate::recording::Header {
-        crate::recording::Header::new(
+        let mut h = crate::recording::Header::new(
             &self.cfg,
             self.metas(),
             self.trace_error.clone(),
             Some(self.start_sample.clone()),
-        )
+        );
+        h.observed = self.prepared.watched.clone();
+        h
     }
 
     pub fn metas(&self) -> Vec<TargetMeta> {
@@ -310,6 +359,11 @@ impl Session {
             .iter()
             .map(|t| t.meta.clone())
             .collect()
+    }
+
+    /// Observe mode: the processes watched.
+    pub fn watched(&self) -> &[crate::observe::Watched] {
+        &self.prepared.watched
     }
 
     pub fn now_ns(&self) -> u64 {
@@ -345,6 +399,7 @@ impl Session {
                 let jdir = self.prepared.journal.as_ref().map(|s| s.path());
                 let spec = EngineSpec::new(&self.cfg, i, t.scratch.path(), jdir);
                 self.engines[i] = Some(Engine::start(&spec, self.timing, self.handover.clone())?);
+                self.agg.clear_failed(i);
             }
         }
         self.refresh_watch();
@@ -393,6 +448,7 @@ impl Session {
                 .iter()
                 .map(|s| s.inflight.tid())
                 .filter(|&t| t != 0)
+                .chain(self.obs_tids.iter().copied())
                 .collect();
             // No writers (paused): match nothing rather than everything.
             let tids = if tids.is_empty() {
@@ -544,6 +600,10 @@ impl Session {
         for h in self.agg.recycled.drain(..) {
             let _ = self.spare_tx.try_send(h);
         }
+        if let Some(tids) = self.agg.take_observed_tids_changed() {
+            self.obs_tids = tids;
+            self.refresh_trace_filters();
+        }
         for s in self.agg.tick(self.now_ns()) {
             sink.snapshot(&s)?;
         }
@@ -584,6 +644,9 @@ impl Session {
         let last = (self.next_boundary / self.interval_ns).saturating_sub(1);
         self.agg.fold_kernel(last, cur);
         self.stop_engines();
+        // Its last sample ends the D-state runs still open.
+        self.agg.set_end(end);
+        drop(self.observer.take());
         let Session {
             rx,
             tx,

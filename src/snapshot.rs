@@ -44,6 +44,9 @@ pub struct TargetInterval {
     pub bdp: Option<BdpStats>,
     /// Waits on pages under writeback by our writers; None without tracing.
     pub wb_waits: Option<u64>,
+    /// A writer thread of this target stopped on an error (the target
+    /// vanished, went read-only…) since its writers last started.
+    pub failed: bool,
 }
 
 /// Dirty-page throttling of our threads over an interval (from tracefs).
@@ -91,8 +94,63 @@ pub struct RunEvent {
     pub message: String,
 }
 
+/// `StallEvent::target` of an observed process's stall (its `thread` is
+/// then the kernel thread id); such stalls live in `Snapshot::observed_stalls`.
+pub const OBSERVED: usize = usize::MAX;
+
+/// One observed process over one interval (observe mode).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ObservedInterval {
+    pub pid: u32,
+    pub comm: String,
+    /// False from the interval in which it was found gone.
+    pub alive: bool,
+    /// /proc samples taken in the interval.
+    pub samples: u32,
+    pub threads: u32,
+    /// Threads in uninterruptible sleep (D): most in one sample, and the
+    /// mean over the samples.
+    pub d_threads_max: u32,
+    pub d_threads_mean: f64,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// Bytes the process sent (or dirtied) for storage; None when
+    /// /proc/PID/io is not readable (another user's process, not root).
+    pub write_bytes: Option<u64>,
+    /// Dirty throttling of its threads; None without tracing.
+    pub bdp: Option<BdpStats>,
+    pub wb_waits: Option<u64>,
+    /// Stalls of its threads that ended in this interval.
+    pub stalls: u32,
+}
+
+/// A stall of an observed process's thread: `stall.ev.thread` is the
+/// kernel thread id, `stall.ev.target` is `OBSERVED`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObservedStall {
+    pub pid: u32,
+    pub comm: String,
+    pub thread_comm: String,
+    pub stall: Stall,
+}
+
+/// Whole-run figures of one observed process.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedSummary {
+    pub pid: u32,
+    pub comm: String,
+    pub exited: bool,
+    pub d_threads_max: u32,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub write_bytes: Option<u64>,
+    pub stalls: u64,
+    pub stall_ns: u64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
 /// Everything known about one interval.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub index: u64,
     /// End of the interval, seconds since the run started.
@@ -111,6 +169,9 @@ pub struct Snapshot {
     /// Stalls in progress at the end of the interval.
     pub in_progress: Vec<InProgress>,
     pub events: Vec<RunEvent>,
+    /// Observe mode: each observed process, and its threads' stalls.
+    pub observed: Vec<ObservedInterval>,
+    pub observed_stalls: Vec<ObservedStall>,
 }
 
 /// Latency figures in microseconds.
@@ -205,6 +266,7 @@ pub fn top_cause(m: &BTreeMap<Cause, CauseTotal>) -> Option<Cause> {
 pub struct Summary {
     pub duration_s: f64,
     pub targets: Vec<TargetSummary>,
+    pub observed: Vec<ObservedSummary>,
 }
 
 impl Summary {

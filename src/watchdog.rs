@@ -88,7 +88,12 @@ pub fn kernel_stack(tid: u32) -> Option<String> {
     if tid == 0 {
         return None;
     }
-    let base = format!("/proc/self/task/{tid}");
+    task_stack(&format!("/proc/self/task/{tid}"))
+}
+
+/// The same for any task directory (`/proc/PID/task/TID`): observe mode
+/// reads other processes' threads this way.
+pub fn task_stack(base: &str) -> Option<String> {
     if let Ok(text) = std::fs::read_to_string(format!("{base}/stack")) {
         let s = compact_stack(&text);
         if !s.is_empty() {

@@ -146,6 +146,14 @@ fn a_target_removed_mid_run_fails_alone() {
         !late.is_empty() && late.iter().all(|l| l["ops"].as_u64().unwrap() > 0),
         "the other target went on"
     );
+    assert!(late.iter().all(|l| l.get("failed").is_none()), "not failed");
+    let gone_path = gone.path().display().to_string();
+    assert!(
+        ls.iter().any(|l| l["type"] == "interval"
+            && l["target"] == gone_path.as_str()
+            && l["failed"] == true),
+        "the vanished target is marked failed"
+    );
     assert!(ls.iter().any(|l| l["type"] == "summary"));
 }
 

@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::{bin, have, need_root, skip};
+use common::bin;
 use serde_json::Value;
-use stallscope::lab::guards::{BlkioCap, DirtyGuard, LoopFs};
 use std::path::Path;
 
 /// A budget larger than what 15 s can write: recycling segments (which must
@@ -42,18 +41,10 @@ fn summary(lines: &[Value]) -> &Value {
 
 #[test]
 fn capped_loop_fs_mmap_stalls_are_dirty_throttling() {
-    let name = "capped_loop_fs_mmap_stalls_are_dirty_throttling";
-    if !need_root(name) {
+    let Some(lab) = common::capped_xfs("capped_loop_fs_mmap_stalls_are_dirty_throttling") else {
         return;
-    }
-    if !have("mkfs.xfs") {
-        skip(name, "mkfs.xfs missing (apt-get install xfsprogs)");
-        return;
-    }
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let fs = LoopFs::create(dir.path(), "xfs", 4 << 30).expect("loop xfs");
-    let _cap = BlkioCap::set(fs.major, fs.minor, 50 << 20).expect("blkio cap");
-    let _dirty = DirtyGuard::set_bytes(256 << 20, 64 << 20).expect("dirty limits");
+    };
+    let fs = &lab.fs;
 
     let mmap = run_jsonl(&fs.mount, "mmap", 15);
     let stalls: Vec<&Value> = mmap.iter().filter(|l| l["type"] == "stall").collect();

@@ -262,3 +262,88 @@ fn r_key_records_a_replayable_session_with_markers() {
         ["recording_start", "target_switch", "recording_stop"]
     );
 }
+
+/// A dropped SSH link: the terminal goes away under the dashboard (its pty
+/// closes, SIGHUP arrives, writes to the tty fail). Killing a private tmux
+/// server does exactly that; stallscope must exit and leave nothing behind.
+#[test]
+fn a_vanished_terminal_like_a_dropped_ssh_link_leaves_nothing_behind() {
+    if !have("tmux") {
+        skip(
+            "a_vanished_terminal_like_a_dropped_ssh_link_leaves_nothing_behind",
+            "tmux is not installed",
+        );
+        return;
+    }
+    let a = tempfile::tempdir_in("/dev/shm").unwrap();
+    let b = tempfile::tempdir_in("/dev/shm").unwrap();
+    let sock = format!("ss-drop-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &sock])
+            .args(args)
+            .env("TERM", "xterm-256color")
+            .output()
+            .unwrap()
+    };
+    let cmd = dashboard_cmd(a.path(), b.path());
+    let out = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "drop",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &cmd,
+    ]);
+    assert!(out.status.success(), "tmux new-session");
+    let t0 = Instant::now();
+    while !String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "drop"]).stdout)
+        .contains("1/2")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "dashboard never drew"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let pane: i32 =
+        String::from_utf8_lossy(&tmux(&["list-panes", "-t", "drop", "-F", "#{pane_pid}"]).stdout)
+            .trim()
+            .parse()
+            .unwrap();
+    // tmux runs the command through sh, which may exec it or fork it.
+    let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    let pid = if comm(pane).trim() == "stallscope" {
+        pane
+    } else {
+        std::fs::read_to_string(format!("/proc/{pane}/task/{pane}/children"))
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(comm(pid).trim(), "stallscope");
+    let _ = tmux(&["kill-server"]);
+    let t0 = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists() && !comm(pid).is_empty() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.contains(") Z ") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "stallscope still running 20 s after its terminal vanished"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        leftovers(a.path()) + leftovers(b.path()),
+        0,
+        "scratch removed after the terminal vanished"
+    );
+}

@@ -183,7 +183,7 @@ const FS_JOURNAL_WAITS: [&str; 5] = [
 ];
 
 /// What a mid-stall kernel stack says, if it is conclusive.
-fn stack_cause(stack: &str) -> Option<Cause> {
+pub fn stack_cause(stack: &str) -> Option<Cause> {
     let has = |fs: &[&str]| fs.iter().any(|f| stack.contains(f));
     if stack.contains("balance_dirty_pages") {
         Some(Cause::DirtyThrottle)
@@ -231,7 +231,7 @@ fn attribute_inner(f: &StallFacts) -> Attribution {
                 },
             )
         }
-        OpKind::Write => {}
+        OpKind::Write | OpKind::Blocked => {}
     }
     let c = f.counters;
     if let Some(t) = f.trace {

@@ -72,6 +72,9 @@ pub enum TraceKind {
 }
 
 /// CLOCK_MONOTONIC now, in ns: the clock of trace timestamps under trace_clock=mono.
+/// Longest thread-id filter we write (the kernel refuses a page or more).
+const MAX_FILTER_BYTES: usize = 3500;
+
 pub fn mono_now_ns() -> u64 {
     crate::measure::mono_ns()
 }
@@ -261,6 +264,14 @@ impl TraceSession {
             .map(|t| format!("common_pid == {t}"))
             .collect::<Vec<_>>()
             .join(" || ");
+        // The kernel takes a filter of less than a page; a process with
+        // hundreds of threads (observe mode) is matched in user space
+        // instead: the aggregator drops events of threads it does not know.
+        let by_tid = if by_tid.len() >= MAX_FILTER_BYTES {
+            String::new()
+        } else {
+            by_tid
+        };
         for e in ["balance_dirty_pages", "folio_wait_writeback"] {
             self.set_filter(e, &by_tid)?;
         }

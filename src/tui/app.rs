@@ -6,7 +6,10 @@ use super::keys::Action;
 use crate::config::{Mode, SyncPolicy};
 use crate::control::{Control, Notice};
 use crate::measure::EventKind;
-use crate::snapshot::{LatSummary, LiveStall, Snapshot, Stall, TargetInterval, TargetMeta};
+use crate::observe::Watched;
+use crate::snapshot::{
+    LatSummary, LiveStall, ObservedInterval, Snapshot, Stall, TargetInterval, TargetMeta,
+};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
@@ -79,6 +82,11 @@ pub struct Point {
     pub pause_ms_per_s: Option<f64>,
     pub psi_full_pct: Option<f64>,
     pub util_pct: Option<f64>,
+    /// An observed process, not our writers: no ops, `mib_per_s` is its
+    /// write_bytes rate and `max_ms` its longest D-state stall.
+    pub observed: bool,
+    /// A writer of this target stopped on an error (see `TargetInterval`).
+    pub failed: bool,
 }
 
 impl Point {
@@ -107,6 +115,36 @@ impl Point {
             pause_ms_per_s: ti.bdp.and_then(|b| per_s(b.pause_ms)),
             psi_full_pct: k.and_then(|k| k.psi_io_full_pct),
             util_pct: dev.map(|d| d.util_pct),
+            observed: false,
+            failed: ti.failed,
+        }
+    }
+
+    /// An observed process's interval; `longest_ms` is its longest stall
+    /// that ended in the interval.
+    pub fn of_observed(s: &Snapshot, o: &ObservedInterval, longest_ms: Option<f64>) -> Point {
+        let k = s.kernel.as_ref();
+        let mib = |kib: Option<u64>| kib.map(|v| v as f64 / 1024.0);
+        let per_s = |v: u64| (s.interval_s > 0.0).then(|| v as f64 / s.interval_s);
+        Point {
+            t_s: s.t_s,
+            interval_s: s.interval_s,
+            active: o.alive,
+            ops_per_s: 0.0,
+            mib_per_s: o.write_bytes.map_or(0.0, |b| {
+                crate::snapshot::rates(0, b, s.interval_s).mib_per_s
+            }),
+            p99_ms: None,
+            max_ms: longest_ms,
+            dirty_mib: k.and_then(|k| mib(k.dirty_kib)),
+            writeback_mib: k.and_then(|k| mib(k.writeback_kib)),
+            bg_thresh_mib: k.and_then(|k| mib(k.dirty_bg_thresh_kib)),
+            thresh_mib: k.and_then(|k| mib(k.dirty_thresh_kib)),
+            pause_ms_per_s: o.bdp.and_then(|b| per_s(b.pause_ms)),
+            psi_full_pct: k.and_then(|k| k.psi_io_full_pct),
+            util_pct: None,
+            observed: true,
+            failed: false,
         }
     }
 
@@ -213,6 +251,10 @@ pub struct App {
     quit: bool,
     /// Replay: position, speed and play state, shown in the header.
     replay_status: String,
+    /// Observe mode: the watched processes; their views follow the
+    /// `real` targets our writers use.
+    observed: Vec<Watched>,
+    real: usize,
 }
 
 impl App {
@@ -236,7 +278,38 @@ impl App {
             pending: VecDeque::new(),
             quit: false,
             replay_status: String::new(),
+            observed: Vec::new(),
+            real: 0,
         }
+    }
+
+    /// Observe mode: one view per watched process after the targets. Tab
+    /// and the number keys show them; they have no writers to steer.
+    pub fn observe(&mut self, watched: &[Watched]) {
+        self.real = self.targets.len();
+        for w in watched {
+            self.targets.push(TargetView::new(TargetMeta {
+                path: format!("{} (pid {})", w.comm, w.pid),
+                fs: "observed".into(),
+                device: "its threads".into(),
+                mount_options: "no writers of ours".into(),
+            }));
+        }
+        self.observed = watched.to_vec();
+    }
+
+    pub fn observed(&self) -> &[Watched] {
+        &self.observed
+    }
+
+    /// Whether view `i` is an observed process rather than a target.
+    pub fn is_observed_view(&self, i: usize) -> bool {
+        !self.observed.is_empty() && i >= self.real
+    }
+
+    fn observed_view(&self, pid: u32) -> Option<usize> {
+        let at = self.observed.iter().position(|w| w.pid == pid)?;
+        Some(self.real + at)
     }
 
     // ---- inputs ----
@@ -254,6 +327,35 @@ impl App {
         }
         for st in &s.stalls {
             self.add_stall(st);
+        }
+        for o in &s.observed {
+            let Some(i) = self.observed_view(o.pid) else {
+                continue;
+            };
+            let longest = s
+                .observed_stalls
+                .iter()
+                .filter(|x| x.pid == o.pid)
+                .map(|x| x.stall.ev.dur_ns as f64 / 1e6)
+                .reduce(f64::max);
+            push_bounded(
+                &mut self.targets[i].points,
+                Point::of_observed(s, o, longest),
+                MAX_POINTS,
+            );
+            if !o.alive {
+                self.message(
+                    format!("observed process {} ({}) exited", o.pid, o.comm),
+                    true,
+                );
+            }
+        }
+        for o in &s.observed_stalls {
+            if let Some(i) = self.observed_view(o.pid) {
+                let mut st = o.stall.clone();
+                st.ev.target = i;
+                self.add_stall(&st);
+            }
         }
         for e in &s.events {
             self.message(e.message.clone(), e.kind == EventKind::WriterError);
@@ -451,6 +553,10 @@ impl App {
                 self.help = false;
                 self.prompt = None;
             }
+            Action::AddTarget if !self.observed.is_empty() => self.message(
+                "adding a target is off while observing (restart with more --target)".into(),
+                true,
+            ),
             Action::AddTarget => self.prompt = Some(String::new()),
             Action::PromptChar(c) => {
                 if let Some(p) = self.prompt.as_mut().filter(|p| p.len() < MAX_PROMPT) {
@@ -473,16 +579,21 @@ impl App {
             self.message("only one target (add one with a)".into(), true);
             return None;
         }
-        self.header.active = i % n;
-        Some(Control::SwitchTarget(self.header.active))
+        self.show(i % n)
     }
 
     fn pick(&mut self, i: usize) -> Option<Control> {
         if i >= self.targets.len() || i == self.header.active {
             return None;
         }
+        self.show(i)
+    }
+
+    /// Shows view `i`; a target also gets the writers, an observed process
+    /// is only shown (the writers stay where they are).
+    fn show(&mut self, i: usize) -> Option<Control> {
         self.header.active = i;
-        Some(Control::SwitchTarget(i))
+        (!self.is_observed_view(i)).then_some(Control::SwitchTarget(i))
     }
 
     fn next_mode(&mut self) -> Control {
@@ -720,6 +831,7 @@ pub(crate) mod fixture {
                 max_pause_ms: 80,
             }),
             wb_waits: Some(0),
+            failed: false,
         }
     }
 
@@ -778,6 +890,8 @@ pub(crate) mod fixture {
             wb_starts: None,
             in_progress: Vec::new(),
             events: Vec::new(),
+            observed: Vec::new(),
+            observed_stalls: Vec::new(),
         }
     }
 
@@ -801,6 +915,87 @@ mod tests {
     use super::fixture::*;
     use super::*;
     use crate::kernel::attribute::Cause;
+
+    /// One target, one observed process (pid 77) and an interval in which
+    /// its thread 78 was in D for 400 ms, dirty-throttled.
+    fn observing() -> (App, Snapshot) {
+        let mut a = app(1);
+        a.observe(&[Watched {
+            pid: 77,
+            comm: "java".into(),
+        }]);
+        let mut s = snapshot(1, 1, 0, vec![]);
+        s.observed = vec![ObservedInterval {
+            pid: 77,
+            comm: "java".into(),
+            alive: true,
+            samples: 20,
+            threads: 40,
+            d_threads_max: 3,
+            write_bytes: Some(8 << 20),
+            bdp: Some(crate::snapshot::BdpStats {
+                events: 4,
+                pause_ms: 400,
+                max_pause_ms: 200,
+            }),
+            ..ObservedInterval::default()
+        }];
+        let mut st = stall(
+            crate::snapshot::OBSERVED,
+            0.2,
+            400.0,
+            78,
+            Cause::DirtyThrottle,
+        );
+        st.ev.op = crate::measure::OpKind::Blocked;
+        s.observed_stalls = vec![crate::snapshot::ObservedStall {
+            pid: 77,
+            comm: "java".into(),
+            thread_comm: "MutationStage-1".into(),
+            stall: st,
+        }];
+        (a, s)
+    }
+
+    #[test]
+    fn an_observed_process_is_a_view_after_the_targets() {
+        let (mut a, s) = observing();
+        a.on_snapshot(&s);
+        assert_eq!(a.targets().len(), 2);
+        assert!(!a.is_observed_view(0) && a.is_observed_view(1));
+        let p = a.targets()[1].points[0];
+        assert!(p.observed);
+        assert_eq!(p.mib_per_s, 8.0 / s.interval_s);
+        assert_eq!(p.max_ms, Some(400.0), "its longest stall");
+        assert_eq!(p.pause_ms_per_s, Some(400.0 / s.interval_s));
+        let st = a.stalls().next().unwrap();
+        assert_eq!(
+            (st.ev.target, st.ev.thread),
+            (1, 78),
+            "remapped to its view"
+        );
+        assert_eq!(a.targets()[1].stalls, 1);
+        assert_eq!(a.targets()[0].stalls, 0);
+    }
+
+    #[test]
+    fn showing_an_observed_view_moves_no_writers_and_adding_targets_is_off() {
+        let (mut a, s) = observing();
+        a.on_snapshot(&s);
+        assert_eq!(a.on_action(Action::NextTarget), None, "view only");
+        assert_eq!(a.header().active, 1);
+        assert_eq!(
+            a.on_action(Action::NextTarget),
+            Some(Control::SwitchTarget(0))
+        );
+        a.on_action(Action::AddTarget);
+        assert!(!a.prompt_open());
+        assert!(a
+            .last_message()
+            .unwrap()
+            .text
+            .contains("off while observing"));
+    }
 
     #[test]
     fn writer_actions_return_their_control() {

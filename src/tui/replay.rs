@@ -132,6 +132,7 @@ pub fn run_replay(
             replay: true,
         };
         let mut app = App::new(header, rec.header.targets.clone(), opts.window_s, style);
+        app.observe(&rec.header.observed);
         if let Some(note) = rec.damage_note() {
             app.on_notice(Notice::WorkerError(note));
         }

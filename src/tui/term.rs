@@ -105,6 +105,7 @@ pub fn run_dashboard(
     cfg: &Config,
     opts: &UiOptions,
     record: Option<PathBuf>,
+    metrics_listen: Option<std::net::SocketAddr>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     if !io::stdout().is_terminal() {
@@ -117,6 +118,7 @@ pub fn run_dashboard(
     if let Some(r) = &record {
         crate::run::check_record_path(r)?;
     }
+    let metrics = crate::metrics::start(metrics_listen)?;
     let prepared = prepare(cfg)?;
     let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
     let session = Session::start(cfg, prepared, Placement::One(0))?;
@@ -135,10 +137,18 @@ pub fn run_dashboard(
         color: opts.color,
     };
     let mut app = App::new(header, metas, opts.window_s, style);
+    app.observe(session.watched());
 
     let (ui_tx, ui_rx) = unbounded::<UiEvent>();
     let (ctl_tx, ctl_rx) = unbounded::<Control>();
-    let session_thread = spawn_session(session, ctl_rx, ui_tx.clone(), stop.clone(), record);
+    let session_thread = spawn_session(
+        session,
+        ctl_rx,
+        ui_tx.clone(),
+        stop.clone(),
+        record,
+        metrics,
+    );
     spawn_input(ui_tx, stop.clone());
 
     install_panic_restore();
@@ -329,11 +339,14 @@ fn spawn_session(
     ui: Sender<UiEvent>,
     stop: Arc<AtomicBool>,
     record: Option<PathBuf>,
+    mut metrics: Option<crate::metrics::MetricsSink>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("ss-session".into())
         .spawn(move || {
-            let mut sink = ChannelSink(ui.clone());
+            let mut chan = ChannelSink(ui.clone());
+            let mut sink = Tee(&mut chan, &mut metrics);
+            let _ = sink.begin(&s.metas());
             let mut rec = Rec {
                 on: None,
                 first_path: record.clone(),
@@ -350,9 +363,11 @@ fn spawn_session(
                             Control::Record(on) => rec.toggle(on, &s),
                             ref c => {
                                 let n = s.apply(c.clone());
-                                if let (Some(r), Some(m)) = (rec.on.as_mut(), control_marker(c, &n))
-                                {
-                                    let _ = r.marker(&m);
+                                if let Some(m) = control_marker(c, &n) {
+                                    let _ = sink.marker(&m);
+                                    if let Some(r) = rec.on.as_mut() {
+                                        let _ = r.marker(&m);
+                                    }
                                 }
                                 n
                             }

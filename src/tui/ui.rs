@@ -160,7 +160,7 @@ impl Field {
     fn get(self, p: &Point) -> Option<f64> {
         match self {
             Field::Mib => Some(p.mib_per_s),
-            Field::Ops => Some(p.ops_per_s),
+            Field::Ops => (!p.observed).then_some(p.ops_per_s),
             Field::P99 => p.p99_ms,
             Field::Max => p.max_ms,
             Field::Dirty => p.dirty_mib,
@@ -446,7 +446,12 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
     let mut l1 = vec![Span::styled("stallscope ", th.bold())];
     if let Some(t) = app.targets().get(h.active) {
         let m = &t.meta;
-        l1.push(Span::raw(format!(" target {}/{n} ", h.active + 1)));
+        let what = if app.is_observed_view(h.active) {
+            "view"
+        } else {
+            "target"
+        };
+        l1.push(Span::raw(format!(" {what} {}/{n} ", h.active + 1)));
         l1.push(Span::styled(m.path.as_str(), th.bold()));
         l1.push(Span::raw(format!(
             "  {} on {} ({})",
@@ -456,6 +461,14 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
     let flag = |text: &'static str, c: Color| {
         Span::styled(format!("  {text}"), th.fg(c).add_modifier(Modifier::BOLD))
     };
+    let failed = app
+        .targets()
+        .get(h.active)
+        .and_then(|t| t.at(app.view_end()))
+        .is_some_and(|p| p.failed);
+    if failed {
+        l1.push(flag("TARGET FAILED", Color::Red));
+    }
     if h.recording {
         l1.push(flag(th.g.rec, Color::Red));
     }
@@ -476,18 +489,34 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
         Ok(()) => Span::styled("tracing: on", th.fg(Color::Green)),
         Err(why) => Span::styled(format!("tracing: off ({why})"), th.fg(Color::Yellow)),
     };
-    let l2 = Line::from(vec![
-        Span::raw(format!(
-            "{} {} {} threads   {} records   sync {}   window {} s   ",
+    let observing: Vec<String> = app
+        .observed()
+        .iter()
+        .map(|w| format!("{} ({})", w.comm, w.pid))
+        .collect();
+    let workload = if app.is_observed_view(0) {
+        format!(
+            "observing {}, no writers of ours   window {} s   ",
+            observing.join(", "),
+            app.window_s()
+        )
+    } else {
+        let also = if observing.is_empty() {
+            String::new()
+        } else {
+            format!("   observing {}", observing.join(", "))
+        };
+        format!(
+            "{} {} {} threads   {} records   sync {}{also}   window {} s   ",
             h.mode,
             th.g.times,
             h.threads,
             ByteSize(h.record_size),
             h.sync,
             app.window_s()
-        )),
-        tracing,
-    ]);
+        )
+    };
+    let l2 = Line::from(vec![Span::raw(workload), tracing]);
     vec![Line::from(l1), l2, summary_line(app, th)]
 }
 
@@ -501,6 +530,19 @@ fn summary_line<'a>(app: &App, th: &Theme) -> Line<'a> {
     };
     let ms = |v: Option<f64>| v.map_or("-".to_string(), fmt_val);
     let mib = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    if p.observed {
+        return Line::from(vec![
+            Span::styled(format!("{:.0} s  ", p.t_s), th.dim()),
+            Span::styled(format!("writes {:.1} MiB/s", p.mib_per_s), th.bold()),
+            Span::raw(format!(
+                "  longest D-state stall {} ms  throttled {} ms/s  dirty {} MiB  stalls {}",
+                ms(p.max_ms),
+                ms(p.pause_ms_per_s),
+                mib(p.dirty_mib),
+                t.stalls
+            )),
+        ]);
+    }
     Line::from(vec![
         Span::styled(format!("{:.0} s  ", p.t_s), th.dim()),
         Span::styled(
@@ -1078,6 +1120,46 @@ mod tests {
 
     fn text(buf: &Buffer, y: u16) -> String {
         row(buf, y).concat()
+    }
+
+    #[test]
+    fn a_failed_target_is_flagged_in_the_header() {
+        let mut app = App::new(header(), vec![meta(0)], 120, Style::default());
+        let mut s = snapshot(1, 1, 0, vec![]);
+        app.on_snapshot(&s);
+        assert!(!text(&render(&app, 120, 40), 0).contains("TARGET FAILED"));
+        s = snapshot(2, 1, 0, vec![]);
+        s.targets[0].failed = true;
+        app.on_snapshot(&s);
+        let top = text(&render(&app, 120, 40), 0);
+        assert!(top.contains("TARGET FAILED"), "{top}");
+    }
+
+    #[test]
+    fn an_observe_only_dashboard_says_what_it_watches() {
+        let mut app = App::new(header(), vec![], 120, Style::default());
+        app.observe(&[crate::observe::Watched {
+            pid: 4242,
+            comm: "ceph-osd".into(),
+        }]);
+        let mut s = snapshot(1, 0, 0, vec![]);
+        s.observed = vec![crate::snapshot::ObservedInterval {
+            pid: 4242,
+            comm: "ceph-osd".into(),
+            alive: true,
+            write_bytes: Some(3 << 20),
+            ..Default::default()
+        }];
+        app.on_snapshot(&s);
+        let b = render(&app, 120, 40);
+        assert!(
+            text(&b, 0).contains("view 1/1 ceph-osd (pid 4242)"),
+            "{}",
+            text(&b, 0)
+        );
+        assert!(text(&b, 1).contains("observing ceph-osd (4242), no writers of ours"));
+        assert!(text(&b, 2).contains("writes 3.0 MiB/s"), "{}", text(&b, 2));
+        assert!(!text(&b, 1).contains("threads"), "no writer workload shown");
     }
 
     /// (column, row) of the first occurrence of `s`.

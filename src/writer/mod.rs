@@ -40,6 +40,9 @@ pub struct EngineSpec {
     /// Test hook: while set, writers hold inside their op.
     #[cfg(test)]
     pub hold: Arc<AtomicBool>,
+    /// Test hook: the writer thread with this index panics in its next op.
+    #[cfg(test)]
+    pub panic_thread: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl EngineSpec {
@@ -60,6 +63,8 @@ impl EngineSpec {
             journal_size: cfg.journal_size.0,
             #[cfg(test)]
             hold: Arc::new(AtomicBool::new(false)),
+            #[cfg(test)]
+            panic_thread: Arc::new(std::sync::atomic::AtomicU32::new(u32::MAX)),
         }
     }
 }
@@ -215,6 +220,9 @@ impl Engine {
             .spawn(move || {
                 let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&ctx)));
                 if let Err(p) = res {
+                    // It died inside an op: without this the watchdog would
+                    // report that op as a stall growing forever.
+                    ctx.inflight.leave();
                     let what = p
                         .downcast_ref::<&str>()
                         .map(|s| s.to_string())
@@ -257,6 +265,7 @@ impl Drop for Engine {
 fn report(ctx: &ThreadCtx, kind: EventKind, message: String) {
     let _ = ctx.handover.tx.send(crate::measure::Msg::Event {
         target: ctx.spec.target,
+        thread: Some(ctx.thread),
         t_ns: ctx.timing.clock.now_ns(),
         kind,
         message,
@@ -368,6 +377,10 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
         #[cfg(test)]
         while ctx.spec.hold.load(Relaxed) {
             std::thread::sleep(Duration::from_millis(1));
+        }
+        #[cfg(test)]
+        if ctx.spec.panic_thread.load(Relaxed) == ctx.thread {
+            panic!("test hook: writer {} panics", ctx.thread);
         }
         let res = w.write(&mut rec, start).and_then(|kind| {
             let kind = match (kind, blocked_by) {

@@ -145,3 +145,40 @@ fn a_full_target_is_an_event_not_a_crash() {
     });
     assert!(full, "ENOSPC became a target-full event");
 }
+
+#[test]
+fn a_panicking_writer_is_an_error_event_and_the_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        threads: 3,
+        sync: SyncPolicy::None,
+        ..Config::default()
+    };
+    let (spec, timing, handover, rx) = setup(&cfg, dir.path());
+    spec.panic_thread.store(1, Relaxed);
+    let eng = Engine::start(&spec, timing, handover.clone()).unwrap();
+    let wd = Watchdog::start(timing.clock, timing.threshold, handover.tx.clone());
+    wd.set_slots(eng.slots.clone());
+    let mut error = None;
+    let mut ops_after = [0u64; 3];
+    let mut stalls_of_dead = 0;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(Msg::Event { kind, message, .. }) => {
+                assert_eq!(kind, EventKind::WriterError);
+                error = Some(message);
+            }
+            Ok(Msg::Batch(b)) if error.is_some() => ops_after[b.thread as usize] += b.ops,
+            Ok(Msg::StallInProgress { thread: 1, .. }) if error.is_some() => stalls_of_dead += 1,
+            _ => {}
+        }
+    }
+    drop(wd);
+    eng.stop();
+    let error = error.expect("an error event for the panicked writer");
+    assert!(error.contains("thread 1 panicked"), "{error}");
+    assert_eq!(ops_after[1], 0, "the panicked writer is gone");
+    assert!(ops_after[0] > 0 && ops_after[2] > 0, "{ops_after:?}");
+    assert_eq!(stalls_of_dead, 0, "its last op is not reported again");
+}

@@ -36,3 +36,34 @@ pub fn have(cmd: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success())
 }
+
+/// DESIGN.md's slow disk: a 4 GiB loop xfs capped at 50 MiB/s, dirty limits
+/// 256M/64M. Dropping it puts everything back (guards, last field first).
+pub struct CappedXfs {
+    pub _dirty: stallscope::lab::guards::DirtyGuard,
+    pub _cap: stallscope::lab::guards::BlkioCap,
+    pub fs: stallscope::lab::guards::LoopFs,
+    pub _dir: tempfile::TempDir,
+}
+
+/// The capped lab for a root test, or None after recording the skip.
+pub fn capped_xfs(test: &str) -> Option<CappedXfs> {
+    use stallscope::lab::guards::{BlkioCap, DirtyGuard, LoopFs};
+    if !need_root(test) {
+        return None;
+    }
+    if !have("mkfs.xfs") {
+        skip(test, "mkfs.xfs missing (apt-get install xfsprogs)");
+        return None;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let fs = LoopFs::create(dir.path(), "xfs", 4 << 30).expect("loop xfs");
+    let cap = BlkioCap::set(fs.major, fs.minor, 50 << 20).expect("blkio cap");
+    let dirty = DirtyGuard::set_bytes(256 << 20, 64 << 20).expect("dirty limits");
+    Some(CappedXfs {
+        _dirty: dirty,
+        _cap: cap,
+        fs,
+        _dir: dir,
+    })
+}
