@@ -3,8 +3,8 @@
 # minutes (root). Every 10 s it samples the process's anonymous resident
 # memory (RssAnon: the mapped segments are file pages, not ours), open
 # file descriptors and the scratch folder's disk footprint; at the end it
-# checks: RSS after the first minute grew by at most 10 %, the fd count is
-# constant, the footprint stayed within the disk budget, and the recording
+# checks: RSS after the first minute grew by at most 10 %, the fd count does
+# not rise (±1 while a segment rolls), the footprint stayed within the disk budget, and the recording
 # reads back. Everything (lab, recording) is removed on exit.
 # Usage: sudo scripts/soak.sh [minutes=30] [mode=mmap]
 set -euo pipefail
@@ -60,11 +60,15 @@ last = sum(r[1] for r in after[-k:]) / k
 peak = max(r[1] for r in after)
 growth = (last - base) / base * 100 if base else 0.0
 fds = sorted({r[2] for r in after})
+# A segment roll opens the next file before the old one is closed, so a
+# sample can catch one fd more or less; a leak is a count that keeps rising.
+third = max(1, len(after) // 3)
+fds_ok = fds[-1] - fds[0] <= 1 and max(r[2] for r in after[-third:]) <= max(r[2] for r in after[:third])
 disk = max(r[3] for r in rows)
 print(f"anonymous RSS after 1 min {base:.0f} KiB, at the end {last:.0f} KiB (peak {peak}), growth {growth:.1f} % (limit 10 %)")
-print(f"open fds after 1 min: {fds} (must be one value)")
+print(f"open fds after 1 min: {fds} (at most one apart, not rising)")
 print(f"max scratch footprint {disk} KiB (budget {budget_kib} KiB)")
-ok = growth <= 10 and len(fds) == 1 and disk <= budget_kib * 1.05
+ok = growth <= 10 and fds_ok and disk <= budget_kib * 1.05
 sys.exit(0 if ok else 1)
 PY
 "$bin" report "$work/soak.jsonl" | tail -n 3

@@ -15,9 +15,17 @@ use crate::snapshot::{
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-/// How far back trace events and kernel intervals are kept for attribution
-/// (a stall longer than this is attributed on what is left).
+/// How far back kernel intervals are kept for attribution (a stall longer
+/// than this is attributed on what is left).
 pub const HISTORY_NS: u64 = 120_000_000_000;
+
+/// How far back our threads' trace events are kept, and at most how many:
+/// a stall is attributed within an interval or two of its end, and a stall
+/// longer than this still has its last 30 s of events. Throttled writers
+/// make hundreds of events a second; a longer window only made memory
+/// creep up for minutes before it levelled (the soak's RSS check).
+pub const TRACE_HISTORY_NS: u64 = 30_000_000_000;
+pub const MAX_TRACE_EVENTS: usize = 100_000;
 
 /// Batches are flushed every 100 ms; wait a little longer for stragglers.
 pub const GRACE_NS: u64 = 150_000_000;
@@ -413,6 +421,9 @@ impl Aggregator {
         } else {
             return;
         };
+        if self.recent_trace.len() >= MAX_TRACE_EVENTS {
+            self.recent_trace.pop_front();
+        }
         self.recent_trace.push_back(ThreadEvent {
             t_ns,
             target,
@@ -709,7 +720,12 @@ impl Aggregator {
         self.add_stalls(&stalls);
         let (observed, observed_stalls) = self.emit_observed(p.observed, p.obs_stalls);
         let horizon = t_end.saturating_sub(HISTORY_NS);
-        while self.recent_trace.front().is_some_and(|e| e.t_ns < horizon) {
+        let trace_horizon = t_end.saturating_sub(TRACE_HISTORY_NS);
+        while self
+            .recent_trace
+            .front()
+            .is_some_and(|e| e.t_ns < trace_horizon)
+        {
             self.recent_trace.pop_front();
         }
         let oldest = horizon / self.interval_ns;

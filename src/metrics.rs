@@ -180,6 +180,27 @@ struct CauseLabels {
     cause: String,
 }
 
+/// An observed process (observe mode).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcLabels {
+    pid: String,
+    comm: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcCauseLabels {
+    pid: String,
+    comm: String,
+    cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcFaultLabels {
+    pid: String,
+    comm: String,
+    kind: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DevLabels {
     target: String,
@@ -226,6 +247,12 @@ struct Metrics {
     psi_some: MaybeGauge,
     psi_full: MaybeGauge,
     util: Family<DevLabels, FloatGauge>,
+    obs_stalls: Family<ProcCauseLabels, Counter>,
+    obs_stall_seconds: Family<ProcCauseLabels, FloatCounter>,
+    obs_d_threads: Family<ProcLabels, Gauge>,
+    obs_written: Family<ProcLabels, Counter>,
+    obs_throttle_pause: Family<ProcLabels, FloatCounter>,
+    obs_faults: Family<ProcFaultLabels, Counter>,
 }
 
 fn read_proc(p: &str) -> String {
@@ -323,6 +350,39 @@ impl Metrics {
             m.util,
         );
         r.register(
+            "observed_stalls",
+            "Observe mode: D-state runs of the process's threads of at least the stall threshold, by cause",
+            m.obs_stalls,
+        );
+        r.register_with_unit(
+            "observed_stall",
+            "Observe mode: time the process's threads spent in those stalls, by cause",
+            Unit::Seconds,
+            m.obs_stall_seconds,
+        );
+        r.register(
+            "observed_uninterruptible_threads",
+            "Observe mode: most of the process's threads in uninterruptible sleep (D) in one sample of the last interval",
+            m.obs_d_threads,
+        );
+        r.register_with_unit(
+            "observed_written",
+            "Observe mode: bytes the process wrote or dirtied for storage (/proc/PID/io write_bytes)",
+            Unit::Bytes,
+            m.obs_written,
+        );
+        r.register_with_unit(
+            "observed_throttle_pause",
+            "Observe mode: time the process's threads slept in balance_dirty_pages (needs kernel tracing)",
+            Unit::Seconds,
+            m.obs_throttle_pause,
+        );
+        r.register(
+            "observed_faults",
+            "Observe mode: page faults of the process's threads, by kind (minor, major)",
+            m.obs_faults,
+        );
+        r.register(
             "build",
             "stallscope version and the running kernel",
             Info::new(BuildLabels {
@@ -336,35 +396,35 @@ impl Metrics {
 
 /// Which text format a scrape gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub enum Exposition {
     Prometheus,
     OpenMetrics,
 }
 
-impl Format {
+impl Exposition {
     /// From the scrape's `Accept` header.
-    pub fn from_accept(accept: Option<&str>) -> Format {
+    pub fn from_accept(accept: Option<&str>) -> Exposition {
         match accept {
-            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
-            _ => Format::Prometheus,
+            Some(a) if a.contains("application/openmetrics-text") => Exposition::OpenMetrics,
+            _ => Exposition::Prometheus,
         }
     }
     pub fn content_type(self) -> &'static str {
         match self {
-            Format::Prometheus => PROMETHEUS_TEXT,
-            Format::OpenMetrics => OPENMETRICS,
+            Exposition::Prometheus => PROMETHEUS_TEXT,
+            Exposition::OpenMetrics => OPENMETRICS,
         }
     }
 }
 
 /// The exposition body for one scrape.
-fn encode(registry: &Registry, format: Format) -> String {
+fn encode(registry: &Registry, format: Exposition) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let r = match format {
-        Format::Prometheus => {
+        Exposition::Prometheus => {
             prometheus_client::encoding::prometheus_text::encode(&mut out, registry)
         }
-        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, registry),
+        Exposition::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, registry),
     };
     if let Err(e) = r {
         out = format!("# encoding failed: {e}\n");
@@ -432,7 +492,7 @@ fn http_loop(server: &tiny_http::Server, registry: &Registry) {
                 .iter()
                 .find(|h| h.field.equiv("Accept"))
                 .map(|h| h.value.as_str());
-            let f = Format::from_accept(accept);
+            let f = Exposition::from_accept(accept);
             let mut r = Response::from_string(encode(registry, f));
             if let Some(h) = header(f.content_type()) {
                 r.add_header(h);
@@ -458,8 +518,64 @@ impl Drop for MetricsSink {
 
 impl MetricsSink {
     /// The body a scrape would get now (tests, and a look without HTTP).
-    pub fn render(&self, format: Format) -> String {
+    pub fn render(&self, format: Exposition) -> String {
         encode(&self.registry, format)
+    }
+
+    /// Observe mode: each watched process's figures and stalls.
+    fn observed(&self, s: &Snapshot) {
+        let m = &self.metrics;
+        let pl = |pid: u32, comm: &str| ProcLabels {
+            pid: pid.to_string(),
+            comm: comm.to_string(),
+        };
+        let with = |l: &ProcLabels, cause: &str| ProcCauseLabels {
+            pid: l.pid.clone(),
+            comm: l.comm.clone(),
+            cause: cause.to_string(),
+        };
+        for o in &s.observed {
+            let l = pl(o.pid, &o.comm);
+            if m.obs_d_threads.get(&l).is_none() {
+                for c in crate::kernel::attribute::Cause::ALL {
+                    m.obs_stalls.get_or_create(&with(&l, c.as_str())).inc_by(0);
+                    m.obs_stall_seconds
+                        .get_or_create(&with(&l, c.as_str()))
+                        .inc_by(0.0);
+                }
+            }
+            if !o.alive {
+                m.obs_d_threads.remove(&l);
+                continue;
+            }
+            m.obs_d_threads
+                .get_or_create(&l)
+                .set(i64::from(o.d_threads_max));
+            if let Some(b) = o.write_bytes {
+                m.obs_written.get_or_create(&l).inc_by(b);
+            }
+            if let Some(b) = o.bdp {
+                m.obs_throttle_pause
+                    .get_or_create(&l)
+                    .inc_by(b.pause_ms as f64 / 1e3);
+            }
+            for (kind, n) in [("minor", o.minflt), ("major", o.majflt)] {
+                m.obs_faults
+                    .get_or_create(&ProcFaultLabels {
+                        pid: l.pid.clone(),
+                        comm: l.comm.clone(),
+                        kind: kind.into(),
+                    })
+                    .inc_by(n);
+            }
+        }
+        for st in &s.observed_stalls {
+            let cl = with(&pl(st.pid, &st.comm), st.stall.why.cause.as_str());
+            m.obs_stalls.get_or_create(&cl).inc();
+            m.obs_stall_seconds
+                .get_or_create(&cl)
+                .inc_by(st.stall.ev.dur_ns as f64 / 1e9);
+        }
     }
 
     fn labels(&self, target: usize, mode: &str) -> TargetLabels {
@@ -540,6 +656,7 @@ impl Sink for MetricsSink {
                 .get_or_create(&cl)
                 .inc_by(st.ev.dur_ns as f64 / 1e9);
         }
+        self.observed(s);
         let bytes = |kib: Option<u64>| kib.map(|v| v as f64 * 1024.0);
         set_maybe(&m.dirty, bytes(k.and_then(|k| k.dirty_kib)));
         set_maybe(&m.writeback, bytes(k.and_then(|k| k.writeback_kib)));
@@ -688,6 +805,73 @@ mod tests {
     }
 
     #[test]
+    fn observed_processes_are_exported_by_pid_and_comm() {
+        use crate::kernel::attribute::Cause;
+        use crate::tui::app::fixture::{snapshot, stall};
+        let mut m = serve("127.0.0.1:0".parse().unwrap()).unwrap();
+        m.begin(&[]).unwrap();
+        let mut s = snapshot(1, 0, 0, vec![]);
+        s.observed = vec![crate::snapshot::ObservedInterval {
+            pid: 42,
+            comm: "java".into(),
+            alive: true,
+            d_threads_max: 3,
+            minflt: 10,
+            majflt: 2,
+            write_bytes: Some(4096),
+            bdp: Some(crate::snapshot::BdpStats {
+                events: 2,
+                pause_ms: 250,
+                max_pause_ms: 200,
+            }),
+            ..Default::default()
+        }];
+        s.observed_stalls = vec![crate::snapshot::ObservedStall {
+            pid: 42,
+            comm: "java".into(),
+            thread_comm: "MutationStage".into(),
+            stall: stall(
+                crate::snapshot::OBSERVED,
+                0.2,
+                500.0,
+                43,
+                Cause::DirtyThrottle,
+            ),
+        }];
+        m.snapshot(&s).unwrap();
+        let body = m.render(Exposition::Prometheus);
+        let p = ["pid=\"42\"", "comm=\"java\""];
+        let v = |name: &str, extra: &[&str]| {
+            let l: Vec<&str> = p.iter().chain(extra).copied().collect();
+            value(&body, name, &l)
+        };
+        assert_eq!(
+            v("stallscope_observed_uninterruptible_threads", &[]),
+            Some(3.0),
+            "{body}"
+        );
+        assert_eq!(
+            v("stallscope_observed_written_bytes_total", &[]),
+            Some(4096.0)
+        );
+        assert_eq!(
+            v("stallscope_observed_throttle_pause_seconds_total", &[]),
+            Some(0.25)
+        );
+        assert_eq!(
+            v("stallscope_observed_faults_total", &["kind=\"major\""]),
+            Some(2.0)
+        );
+        let dt = ["cause=\"dirty_throttle\""];
+        assert_eq!(v("stallscope_observed_stalls_total", &dt), Some(1.0));
+        assert_eq!(v("stallscope_observed_stall_seconds_total", &dt), Some(0.5));
+        assert_eq!(
+            v("stallscope_observed_stalls_total", &["cause=\"sync\""]),
+            Some(0.0)
+        );
+    }
+
+    #[test]
     fn the_sink_turns_snapshots_into_metrics() {
         use crate::kernel::attribute::Cause;
         use crate::tui::app::fixture::{meta, snapshot, stall};
@@ -697,7 +881,7 @@ mod tests {
         let st = vec![stall(0, 0.5, 2300.0, 7, Cause::DirtyThrottle)];
         m.snapshot(&snapshot(1, 2, 0, st)).unwrap();
         m.snapshot(&snapshot(2, 2, 0, vec![])).unwrap();
-        let body = m.render(Format::Prometheus);
+        let body = m.render(Exposition::Prometheus);
         let ext4 = [
             "target=\"/mnt/ext4\"",
             "filesystem=\"ext4\"",
@@ -767,7 +951,7 @@ mod tests {
         s.targets[0].mode = crate::config::Mode::Buffered;
         s.kernel = None;
         m.snapshot(&s).unwrap();
-        let body = m.render(Format::Prometheus);
+        let body = m.render(Exposition::Prometheus);
         assert_eq!(ops(&body, &ext4), Some(20_300.0));
         assert_eq!(ops(&body, &[ext4[0], "mode=\"buffered\""]), Some(10_300.0));
         assert_eq!(value(&body, "stallscope_dirty_bytes", &[]), None, "{body}");
@@ -785,7 +969,7 @@ mod tests {
         };
         m.marker(&mk).unwrap();
         m.snapshot(&snapshot(4, 3, 2, vec![])).unwrap();
-        let body = m.render(Format::OpenMetrics);
+        let body = m.render(Exposition::OpenMetrics);
         assert!(body.ends_with("# EOF\n"), "{body}");
         assert!(body.contains("stallscope_ops_total{host="), "{body}");
         assert!(
@@ -796,16 +980,16 @@ mod tests {
 
     #[test]
     fn accept_header_picks_the_format() {
-        assert_eq!(Format::from_accept(None), Format::Prometheus);
+        assert_eq!(Exposition::from_accept(None), Exposition::Prometheus);
         assert_eq!(
-            Format::from_accept(Some("text/plain;version=0.0.4;q=0.5,*/*;q=0.1")),
-            Format::Prometheus
+            Exposition::from_accept(Some("text/plain;version=0.0.4;q=0.5,*/*;q=0.1")),
+            Exposition::Prometheus
         );
         assert_eq!(
-            Format::from_accept(Some(
+            Exposition::from_accept(Some(
                 "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
             )),
-            Format::OpenMetrics
+            Exposition::OpenMetrics
         );
     }
 }

@@ -23,9 +23,13 @@ fn target_dir() -> tempfile::TempDir {
 /// Starts `stallscope run` with metrics on a free loopback port; returns the
 /// child, the address it printed, and a receiver of the rest of stderr.
 fn start_run(dir: &Path, duration: &str) -> (Child, SocketAddr, mpsc::Receiver<String>) {
+    start_with(&["--target".into(), dir.display().to_string()], duration)
+}
+
+fn start_with(what: &[String], duration: &str) -> (Child, SocketAddr, mpsc::Receiver<String>) {
     let mut child = common::bin()
-        .args(["run", "--target"])
-        .arg(dir)
+        .arg("run")
+        .args(what)
         .args(["--duration", duration, "--format", "jsonl"])
         .args(["--metrics-listen", "127.0.0.1:0"])
         .stdin(Stdio::null())
@@ -168,15 +172,20 @@ fn run_serves_growing_metrics_that_promtool_accepts() {
         "the printer still runs beside the metrics:\n{stdout}"
     );
 
+    promtool_accepts("run_serves_growing_metrics_that_promtool_accepts", &second);
+}
+
+/// `promtool check metrics` (lint included) on a scrape body.
+fn promtool_accepts(test: &str, body: &str) {
     if !common::have("promtool") {
         common::skip(
-            "run_serves_growing_metrics_that_promtool_accepts (promtool part)",
+            &format!("{test} (promtool part)"),
             "promtool not installed (Debian package prometheus)",
         );
         return;
     }
     let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), &second).unwrap();
+    std::fs::write(file.path(), body).unwrap();
     let check = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::fs::File::open(file.path()).unwrap())
@@ -184,9 +193,42 @@ fn run_serves_growing_metrics_that_promtool_accepts() {
         .unwrap();
     assert!(
         check.status.success(),
-        "promtool check metrics failed:\n{}{}\n--- body ---\n{second}",
+        "promtool check metrics failed:\n{}{}\n--- body ---\n{body}",
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
+fn observe_mode_exports_the_process_and_promtool_accepts_it() {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id().to_string();
+    let (child, addr, _stderr) = start_with(&["--observe".into(), pid.clone()], "3s");
+    std::thread::sleep(Duration::from_millis(2200));
+    let (_, _, body) = get(addr, "/metrics", None);
+    let out = child.wait_with_output().unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(out.status.success(), "{:?}", out.status);
+    // samples() keeps labels without their closing quote.
+    let want = format!("pid=\"{pid}");
+    let all = samples(&body);
+    for name in [
+        "stallscope_observed_uninterruptible_threads",
+        "stallscope_observed_stalls_total",
+        "stallscope_observed_faults_total",
+    ] {
+        assert!(
+            all.iter().any(|s| s.0 == name && s.1.contains(&want)),
+            "{name} for {pid} missing:\n{body}"
+        );
+    }
+    promtool_accepts(
+        "observe_mode_exports_the_process_and_promtool_accepts_it",
+        &body,
     );
 }
 
