@@ -151,6 +151,7 @@ fn filled() -> App {
         });
     }
     app.on_live(vec![LiveStall {
+        pid: None,
         target: 1,
         thread: 2,
         op: OpKind::Write,

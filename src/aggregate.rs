@@ -170,6 +170,8 @@ pub struct Aggregator {
     obs_totals: BTreeMap<u32, ObservedSummary>,
     /// Targets whose writers reported a fatal error since they started.
     failed: Vec<bool>,
+    /// Observe mode: D-state runs past the threshold, still going.
+    obs_live: Vec<ObsStall>,
     /// Set when the run stops: observe samples taken after it join the
     /// last interval instead of opening one of their own.
     end_ns: Option<u64>,
@@ -214,6 +216,7 @@ impl Aggregator {
             obs_totals: BTreeMap::new(),
             end_ns: None,
             failed: Vec::new(),
+            obs_live: Vec::new(),
         }
     }
 
@@ -266,12 +269,13 @@ impl Aggregator {
             self.obs_tids = tids.into_iter().collect();
             self.obs_tids_changed = true;
         }
-        for s in &t.stalls {
+        for s in t.stalls.iter().chain(&t.ongoing) {
             if let Some(st) = &s.stack {
                 self.stacks
                     .insert((OBSERVED, s.tid, s.start_ns), st.clone());
             }
         }
+        self.obs_live = t.ongoing;
         let p = self.pending_at(idx);
         for pt in &t.procs {
             let a = p.observed.entry(pt.pid).or_default();
@@ -645,8 +649,26 @@ impl Aggregator {
                     op: p.op,
                     elapsed_ms: now_ns.saturating_sub(p.start_ns) as f64 / 1e6,
                     cause: why.cause,
+                    pid: None,
                 }
             })
+            .chain(self.obs_live.iter().map(|o| {
+                let ev = StallEvent {
+                    target: OBSERVED,
+                    thread: o.tid,
+                    op: crate::measure::OpKind::Blocked,
+                    start_ns: o.start_ns,
+                    dur_ns: now_ns.saturating_sub(o.start_ns),
+                };
+                LiveStall {
+                    target: OBSERVED,
+                    thread: o.tid,
+                    op: ev.op,
+                    elapsed_ms: ev.dur_ns as f64 / 1e6,
+                    cause: self.explain(ev).why.cause,
+                    pid: Some(o.pid),
+                }
+            }))
             .collect()
     }
 
@@ -917,6 +939,7 @@ mod tests {
                 stalls,
                 exited: vec![],
                 tids: Some(vec![(90, 9), (91, 9)]),
+                ongoing: vec![],
             }))
         };
         a.fold(tick(S / 4, 2, vec![]));
@@ -946,7 +969,23 @@ mod tests {
             dur_ns: 300_000_000,
             stack: Some("io_schedule_timeout < balance_dirty_pages".into()),
         };
+        // While it lasts, the banner shows it with its cause so far.
+        let mut so_far = run.clone();
+        so_far.dur_ns = 200_000_000;
+        a.fold(Msg::Observe(Box::new(ObsTick {
+            t_ns: S / 4 + 200_000_000,
+            ongoing: vec![so_far],
+            ..ObsTick::default()
+        })));
+        let live = a.live(S / 2);
+        assert_eq!(live.len(), 1);
+        assert_eq!((live[0].pid, live[0].thread), (Some(9), 91));
+        assert_eq!(
+            live[0].cause,
+            crate::kernel::attribute::Cause::DirtyThrottle
+        );
         a.fold(tick(S / 2, 0, vec![run]));
+        assert!(a.live(S / 2).is_empty(), "ended runs leave the banner");
         let (snaps, summary) = a.finish(S);
         assert_eq!(snaps.len(), 1);
         let o = &snaps[0].observed[0];

@@ -234,6 +234,26 @@ impl DRuns {
         out
     }
 
+    /// Open runs at least as long as the threshold at `t_ns`, as stalls
+    /// whose `dur_ns` is the time so far.
+    pub fn ongoing(&self, t_ns: u64) -> Vec<ObsStall> {
+        let mut v: Vec<ObsStall> = self
+            .open
+            .iter()
+            .filter(|(_, r)| t_ns.saturating_sub(r.start_ns) >= self.threshold_ns)
+            .map(|(tid, r)| ObsStall {
+                pid: r.pid,
+                tid: *tid,
+                thread_comm: r.comm.clone(),
+                start_ns: r.start_ns,
+                dur_ns: t_ns - r.start_ns,
+                stack: r.stack.clone(),
+            })
+            .collect();
+        v.sort_by_key(|s| (s.start_ns, s.tid));
+        v
+    }
+
     /// Whether a stack read of this thread could still tell us more.
     pub fn wants_stack(&self, tid: u32) -> bool {
         self.open
@@ -274,6 +294,9 @@ pub struct ObsTick {
     pub exited: Vec<u32>,
     /// The observed thread ids (tid → pid), when they changed.
     pub tids: Option<Vec<(u32, u32)>>,
+    /// Runs still going that are already past the threshold (the
+    /// dashboard's STALL banner), with the best stack so far.
+    pub ongoing: Vec<ObsStall>,
 }
 
 /// Counters of one process at the previous sample.
@@ -438,6 +461,7 @@ fn sample_loop(
             tick.tids = Some(tids.clone());
             last_tids = tids;
         }
+        tick.ongoing = runs.ongoing(t_ns);
         first = false;
         if tx.send(Msg::Observe(Box::new(tick))).is_err() {
             return;

@@ -83,6 +83,9 @@ pub struct LiveStall {
     pub elapsed_ms: f64,
     /// Best guess so far from the thread's recent trace events or counters.
     pub cause: Cause,
+    /// Observe mode: the process whose thread (`thread` = its tid) is
+    /// stalled; `target` is then `OBSERVED`.
+    pub pid: Option<u32>,
 }
 
 /// Something that happened to the run (disk full, a thread failed).

@@ -365,7 +365,13 @@ impl App {
     }
 
     /// The stalls in progress right now (replaces the previous set).
-    pub fn on_live(&mut self, live: Vec<LiveStall>) {
+    /// An observed thread's stall is shown on its process's view.
+    pub fn on_live(&mut self, mut live: Vec<LiveStall>) {
+        for l in &mut live {
+            if let Some(i) = l.pid.and_then(|p| self.observed_view(p)) {
+                l.target = i;
+            }
+        }
         self.live = live;
     }
 
@@ -976,6 +982,20 @@ mod tests {
         );
         assert_eq!(a.targets()[1].stalls, 1);
         assert_eq!(a.targets()[0].stalls, 0);
+    }
+
+    #[test]
+    fn a_live_stall_of_an_observed_thread_lands_on_its_view() {
+        let (mut a, _) = observing();
+        a.on_live(vec![LiveStall {
+            target: crate::snapshot::OBSERVED,
+            thread: 78,
+            op: crate::measure::OpKind::Blocked,
+            elapsed_ms: 1500.0,
+            cause: Cause::DirtyThrottle,
+            pid: Some(77),
+        }]);
+        assert_eq!(a.live()[0].target, 1);
     }
 
     #[test]

@@ -1178,6 +1178,7 @@ mod tests {
 
     fn live(secs: f64, thread: u32, cause: Cause) -> LiveStall {
         LiveStall {
+            pid: None,
             target: 0,
             thread,
             op: OpKind::Write,
