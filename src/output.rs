@@ -62,12 +62,8 @@ pub struct IntervalLine<'a> {
     pub lat_us: LatSummary,
     pub stalls: u32,
     pub sync: SyncLine,
-    pub dirty_kib: Option<u64>,
-    pub writeback_kib: Option<u64>,
-    pub dirty_thresh_kib: Option<u64>,
-    pub dirty_bg_thresh_kib: Option<u64>,
-    pub psi_io_some_pct: Option<f64>,
-    pub psi_io_full_pct: Option<f64>,
+    #[serde(flatten)]
+    pub system: SystemLine,
     pub dev: Option<&'a DevInterval>,
     pub minflt: u64,
     pub majflt: u64,
@@ -78,6 +74,28 @@ pub struct IntervalLine<'a> {
     /// Present (true) once a writer of this target stopped on an error.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
+}
+
+/// The system-wide kernel figures every interval and observed line carries.
+#[derive(Serialize)]
+pub struct SystemLine {
+    pub dirty_kib: Option<u64>,
+    pub writeback_kib: Option<u64>,
+    pub dirty_thresh_kib: Option<u64>,
+    pub dirty_bg_thresh_kib: Option<u64>,
+    pub psi_io_some_pct: Option<f64>,
+    pub psi_io_full_pct: Option<f64>,
+}
+
+pub fn system_line(k: Option<&crate::kernel::proc::KernelInterval>) -> SystemLine {
+    SystemLine {
+        dirty_kib: k.and_then(|k| k.dirty_kib),
+        writeback_kib: k.and_then(|k| k.writeback_kib),
+        dirty_thresh_kib: k.and_then(|k| k.dirty_thresh_kib),
+        dirty_bg_thresh_kib: k.and_then(|k| k.dirty_bg_thresh_kib),
+        psi_io_some_pct: k.and_then(|k| k.psi_io_some_pct).map(|v| round(v, 2)),
+        psi_io_full_pct: k.and_then(|k| k.psi_io_full_pct).map(|v| round(v, 2)),
+    }
 }
 
 #[derive(Serialize)]
@@ -134,16 +152,11 @@ pub struct ObservedLine<'a> {
     pub bdp: Option<BdpStats>,
     pub wb_waits: Option<u64>,
     pub stalls: u32,
-    pub dirty_kib: Option<u64>,
-    pub writeback_kib: Option<u64>,
-    pub dirty_thresh_kib: Option<u64>,
-    pub dirty_bg_thresh_kib: Option<u64>,
-    pub psi_io_some_pct: Option<f64>,
-    pub psi_io_full_pct: Option<f64>,
+    #[serde(flatten)]
+    pub system: SystemLine,
 }
 
 pub fn observed_line<'a>(s: &Snapshot, o: &'a ObservedInterval) -> ObservedLine<'a> {
-    let k = s.kernel.as_ref();
     ObservedLine {
         ty: "observed",
         t_s: round(s.t_s, 3),
@@ -163,12 +176,7 @@ pub fn observed_line<'a>(s: &Snapshot, o: &'a ObservedInterval) -> ObservedLine<
         bdp: o.bdp,
         wb_waits: o.wb_waits,
         stalls: o.stalls,
-        dirty_kib: k.and_then(|k| k.dirty_kib),
-        writeback_kib: k.and_then(|k| k.writeback_kib),
-        dirty_thresh_kib: k.and_then(|k| k.dirty_thresh_kib),
-        dirty_bg_thresh_kib: k.and_then(|k| k.dirty_bg_thresh_kib),
-        psi_io_some_pct: k.and_then(|k| k.psi_io_some_pct).map(|v| round(v, 2)),
-        psi_io_full_pct: k.and_then(|k| k.psi_io_full_pct).map(|v| round(v, 2)),
+        system: system_line(s.kernel.as_ref()),
     }
 }
 
@@ -299,12 +307,7 @@ pub fn interval_line<'a>(
         lat_us: LatSummary::of(&t.hist),
         stalls: t.stalls,
         sync: sync_line(&t.sync_hist),
-        dirty_kib: k.and_then(|k| k.dirty_kib),
-        writeback_kib: k.and_then(|k| k.writeback_kib),
-        dirty_thresh_kib: k.and_then(|k| k.dirty_thresh_kib),
-        dirty_bg_thresh_kib: k.and_then(|k| k.dirty_bg_thresh_kib),
-        psi_io_some_pct: k.and_then(|k| k.psi_io_some_pct).map(|v| round(v, 2)),
-        psi_io_full_pct: k.and_then(|k| k.psi_io_full_pct).map(|v| round(v, 2)),
+        system: system_line(k),
         dev: k
             .and_then(|k| k.devs.get(t.target))
             .and_then(|d| d.as_ref()),
@@ -653,8 +656,8 @@ impl<W: Write> Printer<W> {
                         o.majflt,
                         opt(o.bdp.map(|b| b.pause_ms.to_string())),
                         o.stalls,
-                        opt(l.dirty_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
-                        opt(l.writeback_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
+                        opt(l.system.dirty_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
+                        opt(l.system.writeback_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
                         cause.map_or("", |c| c.as_str())
                     )?;
                 }
