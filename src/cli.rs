@@ -23,6 +23,9 @@ const EXAMPLES: &str = "Examples:
   stallscope run --target /data --format jsonl --duration 60s > run.jsonl
   stallscope run --target /data --rate 1000 --metrics-listen 0.0.0.0:9187
       headless until stopped, Prometheus metrics at http://<host>:9187/metrics
+  sudo stallscope --observe-name java
+      no writers: watch a running JVM's threads (D state, throttling, faults, writes)
+  sudo stallscope run --observe 4242 --format jsonl
   stallscope --config stallscope.toml run
 
 Writers work in DIR/.stallscope-<pid>/ and remove it on exit (also on Ctrl-C,
