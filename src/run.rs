@@ -699,8 +699,8 @@ const TRIM_EVERY_NS: u64 = 10_000_000_000;
 /// Every interval allocates and frees histograms, trace buffers and lines;
 /// glibc keeps freed chunks, so a long run's resident memory would drift up
 /// to its busiest moment and stay there. malloc_trim gives them back, so
-/// RSS follows what is live (the soak checks it stays flat). A few hundred
-/// µs on the session thread, never on a writer.
+/// RSS follows what is live (the soak checks it stays flat). It runs on
+/// the session thread, never on a writer.
 fn give_back_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free heap pages; no pointers change.
