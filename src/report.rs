@@ -530,8 +530,63 @@ struct ChartData {
     writeback: Line,
     bg_thresh: Line,
     thresh: Line,
-    /// Start time of every stall starting in the span, any target.
+    /// Start time of every stall starting in the span, any target or
+    /// observed process.
     stalls: Vec<f64>,
+    /// Observe mode: per process, its write MiB/s and its longest D-state
+    /// stall (ms) in each interval that had one.
+    observed: Vec<ObservedSeries>,
+}
+
+struct ObservedSeries {
+    name: String,
+    mib: Line,
+    longest: Vec<(f64, f64)>,
+}
+
+impl ObservedSeries {
+    /// Every observed process in the span, in order of appearance.
+    fn all(input: &ReportInput, x0: f64, x1: f64, stalls: &mut Vec<f64>) -> Vec<ObservedSeries> {
+        let mut procs: Vec<(u32, String)> = Vec::new();
+        for o in input.selected().flat_map(|s| &s.observed) {
+            if !procs.iter().any(|p| p.0 == o.pid) {
+                procs.push((o.pid, o.comm.clone()));
+            }
+        }
+        stalls.extend(
+            input
+                .snapshots
+                .iter()
+                .flat_map(|s| &s.observed_stalls)
+                .map(|o| start_s(&o.stall))
+                .filter(|t| *t >= x0 && *t < x1),
+        );
+        procs
+            .into_iter()
+            .map(|(pid, comm)| ObservedSeries {
+                name: format!("{comm} (pid {pid}), observed: writes, longest D-state stall"),
+                mib: pieces(input.selected().map(|s| {
+                    let o = s.observed.iter().find(|o| o.pid == pid && o.alive);
+                    let mib = o
+                        .and_then(|o| o.write_bytes)
+                        .map(|b| crate::snapshot::rates(0, b, s.interval_s).mib_per_s);
+                    (s.t_s, mib)
+                })),
+                longest: input
+                    .selected()
+                    .filter_map(|s| {
+                        let ms = s
+                            .observed_stalls
+                            .iter()
+                            .filter(|o| o.pid == pid)
+                            .map(|o| o.stall.ev.dur_ns as f64 / 1e6)
+                            .reduce(f64::max)?;
+                        Some((s.t_s - s.interval_s / 2.0, ms))
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 impl ChartData {
@@ -559,6 +614,7 @@ impl ChartData {
             .flat_map(|t| input.stalls_starting(t, x0, x1))
             .map(start_s)
             .collect();
+        let observed = ObservedSeries::all(input, x0, x1, &mut stalls);
         stalls.sort_by(f64::total_cmp);
         Some(ChartData {
             x0,
@@ -571,6 +627,7 @@ impl ChartData {
             bg_thresh: kernel(|k| k.dirty_bg_thresh_kib),
             thresh: kernel(|k| k.dirty_thresh_kib),
             stalls,
+            observed,
         })
     }
 }
@@ -716,8 +773,15 @@ fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dy
     let size = (22.0 * room / text_px(&title, 22.0) as f64).clamp(12.0, 22.0);
     let style = (FONT, size).into_font().style(FontStyle::Bold).color(&INK);
     root.draw_text(&title, &style, (x, 10))?;
-    let mut keys: Vec<Key> = (0..input.targets.len())
+    let n = input.targets.len();
+    let mut keys: Vec<Key> = (0..n)
         .map(|t| Key::solid(input.label(t), colour(t), 3))
+        .chain(
+            d.observed
+                .iter()
+                .enumerate()
+                .map(|(i, o)| Key::solid(o.name.clone(), colour(n + i), 3)),
+        )
         .collect();
     keys.push(Key::stall(format!(
         "stall start ({} in span)",
@@ -890,10 +954,15 @@ fn num_label(v: &f64) -> String {
 
 fn throughput_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     let plot = panel(area, "Throughput", &[])?;
-    let top = linear_top(values(&d.mib.iter().collect::<Vec<_>>()));
+    let lines: Vec<&Line> = d
+        .mib
+        .iter()
+        .chain(d.observed.iter().map(|o| &o.mib))
+        .collect();
+    let top = linear_top(values(&lines));
     let mut c = chart(&plot, d, 0.0..top, false)?;
     mesh(&mut c, "MiB/s", 6, false)?;
-    for (t, line) in d.mib.iter().enumerate() {
+    for (t, line) in lines.iter().enumerate() {
         draw_line(&mut c, line, colour(t).stroke_width(2))?;
     }
     segment_labels(&c, segs, top)?;
@@ -907,7 +976,11 @@ fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     ];
     let plot = panel(area, "Write latency", &keys)?;
     let all: Vec<&Line> = d.p99.iter().chain(&d.max).collect();
-    let (lo, hi) = log_range(values(&all));
+    let longest = d
+        .observed
+        .iter()
+        .flat_map(|o| o.longest.iter().map(|p| p.1));
+    let (lo, hi) = log_range(values(&all).chain(longest));
     let mut c = chart(&plot, d, (lo..hi).log_scale(), false)?;
     // One label per decade.
     let decades = (hi / lo).log10().round() as usize;
@@ -917,6 +990,11 @@ fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     }
     for (t, line) in d.p99.iter().enumerate() {
         draw_line(&mut c, line, colour(t).stroke_width(2))?;
+    }
+    let n = d.p99.len();
+    for (i, o) in d.observed.iter().enumerate() {
+        let style = colour(n + i).filled();
+        c.draw_series(o.longest.iter().map(|&p| Circle::new(p, 4, style)))?;
     }
     marks(&c, segs, d, hi, lo)
 }
@@ -1353,6 +1431,52 @@ mod tests {
         ] {
             assert!(svg.contains(word), "{word}");
         }
+    }
+
+    #[test]
+    fn svg_of_an_observe_recording_charts_the_process_and_its_stalls() {
+        let snaps: Vec<Snapshot> = (0..10)
+            .map(|i| {
+                let mut s = snap(i, vec![], vec![]);
+                s.observed = vec![crate::snapshot::ObservedInterval {
+                    pid: 42,
+                    comm: "java".into(),
+                    alive: true,
+                    samples: 20,
+                    write_bytes: Some((20 + i) << 20),
+                    ..Default::default()
+                }];
+                if i % 3 == 0 {
+                    let st = stall(
+                        crate::snapshot::OBSERVED,
+                        i as f64 + 0.2,
+                        400,
+                        Cause::DirtyThrottle,
+                    );
+                    s.observed_stalls = vec![crate::snapshot::ObservedStall {
+                        pid: 42,
+                        comm: "java".into(),
+                        thread_comm: "MutationStage".into(),
+                        stall: st,
+                    }];
+                }
+                s
+            })
+            .collect();
+        let inp = input(&[], &snaps);
+        let d = ChartData::of(&inp).unwrap();
+        assert_eq!(d.observed.len(), 1);
+        assert_eq!(
+            d.observed[0].longest.len(),
+            4,
+            "one point per interval with a stall"
+        );
+        assert_eq!(d.observed[0].longest[0].1, 400.0);
+        assert_eq!(d.observed[0].mib[0][0], (1.0, 20.0));
+        assert_eq!(d.stalls.len(), 4, "observed stalls are marked");
+        let svg = render_svg(&inp, &[]).unwrap();
+        assert!(svg.contains("java (pid 42), observed"), "legend names it");
+        assert!(svg.matches("<circle").count() >= 4, "its stalls drawn");
     }
 
     #[test]
