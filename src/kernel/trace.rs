@@ -379,14 +379,16 @@ impl Drop for TraceSession {
             }
         }
         if self.mounted_by_us && !other_live_instances(&self.root) {
-            match umount(&self.root) {
-                Ok(()) => {
-                    let _ = fs::remove_file(mount_marker(&self.root));
-                }
-                Err(e) => crate::error::note!(
+            // Marker first: a run starting now must not take our marker for
+            // one it may rely on (it would be left with a mount nobody owns).
+            let marker = mount_marker(&self.root);
+            let _ = fs::remove_file(&marker);
+            if let Err(e) = umount(&self.root) {
+                let _ = fs::write(&marker, self.root.as_os_str().as_bytes());
+                crate::error::note!(
                     "stallscope: cannot unmount tracefs at {}: {e}",
                     self.root.display()
-                ),
+                );
             }
         }
     }
