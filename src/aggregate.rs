@@ -73,6 +73,20 @@ fn add_thread_event(kind: &TraceKind, bdp: &mut BdpStats, wb_waits: &mut u64) {
     }
 }
 
+/// Counts one stall into whole-run totals (a target's or a process's).
+fn tally(
+    stalls: &mut u64,
+    stall_ns: &mut u64,
+    by_cause: &mut BTreeMap<crate::kernel::attribute::Cause, crate::snapshot::CauseTotal>,
+    s: &Stall,
+) {
+    *stalls += 1;
+    *stall_ns += s.ev.dur_ns;
+    let c = by_cause.entry(s.why.cause).or_default();
+    c.count += 1;
+    c.ms += s.ev.dur_ns as f64 / 1e6;
+}
+
 /// One observed process over one interval being filled.
 #[derive(Clone, Debug, Default)]
 struct ObsAcc {
@@ -82,8 +96,8 @@ struct ObsAcc {
     d_max: u32,
     minflt: u64,
     majflt: u64,
-    /// None once any sample could not read it.
-    write_bytes: Option<u64>,
+    write_bytes: u64,
+    /// Some sample could not read /proc/PID/io: write_bytes is unknown.
     unreadable_io: bool,
     bdp: BdpStats,
     wb_waits: u64,
@@ -91,6 +105,21 @@ struct ObsAcc {
 }
 
 impl ObsAcc {
+    /// One sample of one process.
+    fn of_tick(t: &crate::observe::ProcTick) -> ObsAcc {
+        ObsAcc {
+            samples: 1,
+            threads: t.threads,
+            d_sum: u64::from(t.d_threads),
+            d_max: t.d_threads,
+            minflt: t.minflt,
+            majflt: t.majflt,
+            write_bytes: t.write_bytes.unwrap_or(0),
+            unreadable_io: t.write_bytes.is_none(),
+            ..ObsAcc::default()
+        }
+    }
+
     fn add(&mut self, o: &ObsAcc) {
         self.samples += o.samples;
         self.threads = if o.samples > 0 {
@@ -103,7 +132,7 @@ impl ObsAcc {
         self.minflt += o.minflt;
         self.majflt += o.majflt;
         self.unreadable_io |= o.unreadable_io;
-        self.write_bytes = Some(self.write_bytes.unwrap_or(0) + o.write_bytes.unwrap_or(0));
+        self.write_bytes += o.write_bytes;
         self.bdp.events += o.bdp.events;
         self.bdp.pause_ms += o.bdp.pause_ms;
         self.bdp.max_pause_ms = self.bdp.max_pause_ms.max(o.bdp.max_pause_ms);
@@ -278,17 +307,10 @@ impl Aggregator {
         self.obs_live = t.ongoing;
         let p = self.pending_at(idx);
         for pt in &t.procs {
-            let a = p.observed.entry(pt.pid).or_default();
-            a.samples += 1;
-            a.threads = pt.threads;
-            a.d_sum += u64::from(pt.d_threads);
-            a.d_max = a.d_max.max(pt.d_threads);
-            a.minflt += pt.minflt;
-            a.majflt += pt.majflt;
-            match pt.write_bytes {
-                Some(b) => a.write_bytes = Some(a.write_bytes.unwrap_or(0) + b),
-                None => a.unreadable_io = true,
-            }
+            p.observed
+                .entry(pt.pid)
+                .or_default()
+                .add(&ObsAcc::of_tick(pt));
         }
         for pid in &t.exited {
             p.observed.entry(*pid).or_default().exited = true;
@@ -558,14 +580,9 @@ impl Aggregator {
 
     fn add_stalls(&mut self, stalls: &[Stall]) {
         for s in stalls {
-            let Some(t) = self.totals.get_mut(s.ev.target) else {
-                continue;
-            };
-            t.stalls += 1;
-            t.stall_ns += s.ev.dur_ns;
-            let c = t.by_cause.entry(s.why.cause).or_default();
-            c.count += 1;
-            c.ms += s.ev.dur_ns as f64 / 1e6;
+            if let Some(t) = self.totals.get_mut(s.ev.target) {
+                tally(&mut t.stalls, &mut t.stall_ns, &mut t.by_cause, s);
+            }
         }
     }
 
@@ -654,11 +671,8 @@ impl Aggregator {
             })
             .chain(self.obs_live.iter().map(|o| {
                 let ev = StallEvent {
-                    target: OBSERVED,
-                    thread: o.tid,
-                    op: crate::measure::OpKind::Blocked,
-                    start_ns: o.start_ns,
                     dur_ns: now_ns.saturating_sub(o.start_ns),
+                    ..o.event()
                 };
                 LiveStall {
                     target: OBSERVED,
@@ -784,27 +798,15 @@ impl Aggregator {
         raw.sort_by_key(|s| s.start_ns);
         let mut stalls = Vec::with_capacity(raw.len());
         for r in raw {
-            let ev = StallEvent {
-                target: OBSERVED,
-                thread: r.tid,
-                op: crate::measure::OpKind::Blocked,
-                start_ns: r.start_ns,
-                dur_ns: r.dur_ns,
-            };
-            let stall = self.explain(ev);
+            let stall = self.explain(r.event());
             self.stacks.remove(&(OBSERVED, r.tid, r.start_ns));
             let comm = self
                 .watched
                 .iter()
                 .find(|w| w.pid == r.pid)
                 .map_or_else(String::new, |w| w.comm.clone());
-            accs.entry(r.pid).or_default();
             if let Some(t) = self.obs_totals.get_mut(&r.pid) {
-                t.stalls += 1;
-                t.stall_ns += r.dur_ns;
-                let c = t.by_cause.entry(stall.why.cause).or_default();
-                c.count += 1;
-                c.ms += r.dur_ns as f64 / 1e6;
+                tally(&mut t.stalls, &mut t.stall_ns, &mut t.by_cause, &stall);
             }
             stalls.push(ObservedStall {
                 pid: r.pid,
@@ -823,7 +825,7 @@ impl Aggregator {
             if t.exited || (a.samples == 0 && !a.exited) {
                 continue;
             }
-            let write_bytes = (!a.unreadable_io).then(|| a.write_bytes.unwrap_or(0));
+            let write_bytes = (!a.unreadable_io).then_some(a.write_bytes);
             t.exited = a.exited;
             t.d_threads_max = t.d_threads_max.max(a.d_max);
             t.minflt += a.minflt;

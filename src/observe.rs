@@ -156,6 +156,19 @@ pub struct ObsStall {
     pub stack: Option<String>,
 }
 
+impl ObsStall {
+    /// As a stall event: `OBSERVED` target, the tid as the thread.
+    pub fn event(&self) -> crate::measure::StallEvent {
+        crate::measure::StallEvent {
+            target: crate::snapshot::OBSERVED,
+            thread: self.tid,
+            op: crate::measure::OpKind::Blocked,
+            start_ns: self.start_ns,
+            dur_ns: self.dur_ns,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Run {
     pid: u32,

@@ -136,22 +136,11 @@ pub struct ObservedLine<'a> {
     #[serde(rename = "type")]
     pub ty: &'static str,
     pub t_s: f64,
-    pub pid: u32,
-    pub comm: &'a str,
-    pub alive: bool,
-    pub threads: u32,
-    pub d_threads_max: u32,
-    pub d_threads_mean: f64,
-    pub samples: u32,
-    pub minflt: u64,
-    pub majflt: u64,
-    /// null when /proc/PID/io is not readable (another user's process).
-    pub write_bytes: Option<u64>,
+    /// Every field of the interval (write_bytes, bdp and wb_waits are null
+    /// when unknown: another user's process, no tracing).
+    #[serde(flatten)]
+    pub observed: &'a ObservedInterval,
     pub write_mib_per_s: Option<f64>,
-    /// null without tracing (root): unknown, not zero.
-    pub bdp: Option<BdpStats>,
-    pub wb_waits: Option<u64>,
-    pub stalls: u32,
     #[serde(flatten)]
     pub system: SystemLine,
 }
@@ -160,22 +149,10 @@ pub fn observed_line<'a>(s: &Snapshot, o: &'a ObservedInterval) -> ObservedLine<
     ObservedLine {
         ty: "observed",
         t_s: round(s.t_s, 3),
-        pid: o.pid,
-        comm: &o.comm,
-        alive: o.alive,
-        threads: o.threads,
-        d_threads_max: o.d_threads_max,
-        d_threads_mean: o.d_threads_mean,
-        samples: o.samples,
-        minflt: o.minflt,
-        majflt: o.majflt,
-        write_bytes: o.write_bytes,
+        observed: o,
         write_mib_per_s: o
             .write_bytes
             .map(|b| round(crate::snapshot::rates(0, b, s.interval_s).mib_per_s, 3)),
-        bdp: o.bdp,
-        wb_waits: o.wb_waits,
-        stalls: o.stalls,
         system: system_line(s.kernel.as_ref()),
     }
 }
