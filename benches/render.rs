@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use stallscope::config::{Mode, SyncPolicy};
-use stallscope::kernel::attribute::{Attribution, Cause, Confidence, Evidence};
-use stallscope::kernel::proc::{DevInterval, KernelInterval};
-use stallscope::measure::{new_histogram, OpKind, StallEvent};
-use stallscope::snapshot::{BdpStats, LiveStall, Snapshot, Stall, TargetInterval, TargetMeta};
+use stallscope::model::cause::{Attribution, Cause, Confidence, Evidence};
+use stallscope::model::kernel::{DevInterval, KernelInterval};
+use stallscope::model::ops::{new_histogram, OpKind, StallEvent};
+use stallscope::model::snapshot::{
+    BdpStats, LiveStall, Snapshot, Stall, TargetInterval, TargetMeta,
+};
 use stallscope::tui::app::{App, Header, Style};
 use stallscope::tui::keys::Action;
 use stallscope::tui::ui::draw;

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use stallscope::kernel::proc::{resolve_device, ProcRoot, ProcSampler};
+use stallscope::source::proc::{resolve_device, ProcRoot, ProcSampler};
 
 const PASSES: usize = 2000;
 const WARMUP: usize = 50;

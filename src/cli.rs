@@ -1,8 +1,8 @@
 //! The command line. Every workload option is an `Option` so it only
 //! overrides the config file when given; `WorkloadArgs::apply` layers it.
 
+use crate::base::units::{ByteSize, Dur};
 use crate::config::{Config, Format, Mode, SyncPolicy};
-use crate::units::{ByteSize, Dur};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -63,7 +63,7 @@ pub struct CompareArgs {
     /// Use every filesystem that `lab up` mounted (see --lab-dir).
     #[arg(long)]
     pub lab: bool,
-    #[arg(long, value_name = "DIR", default_value = crate::lab::cmd::DEFAULT_DIR)]
+    #[arg(long, value_name = "DIR", default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
     pub lab_dir: PathBuf,
     /// A workload preset (cassandra-commitlog, cassandra-direct, rados-bench, a .toml path) or `list`.
     #[arg(long, value_name = "NAME")]
@@ -113,7 +113,7 @@ pub enum LabCommand {
         #[arg(long, default_value = "4GiB")]
         size: ByteSize,
         /// Where the images, mounts and state file go.
-        #[arg(long, default_value = crate::lab::cmd::DEFAULT_DIR)]
+        #[arg(long, default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
         dir: PathBuf,
         /// Write bandwidth cap per device, per second (0 = none), e.g. 50MiB.
         #[arg(long, default_value = "50MiB", value_parser = parse_rate)]
@@ -130,12 +130,12 @@ pub enum LabCommand {
     },
     /// Undo everything lab up changed (also after a crash).
     Down {
-        #[arg(long, default_value = crate::lab::cmd::DEFAULT_DIR)]
+        #[arg(long, default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
         dir: PathBuf,
     },
     /// What is up.
     Status {
-        #[arg(long, default_value = crate::lab::cmd::DEFAULT_DIR)]
+        #[arg(long, default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
         dir: PathBuf,
     },
 }
@@ -324,7 +324,7 @@ pub struct WorkloadArgs {
     /// `--metrics-listen 0.0.0.0:9187` for a Prometheus server on another
     /// host. Port 0 picks a free port; the real address is printed on stderr
     /// (`stallscope: metrics on http://…/metrics`). Off by default.
-    #[arg(long, value_name = "[ADDR:]PORT", value_parser = crate::metrics::parse_listen)]
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = crate::sink::metrics::parse_listen)]
     pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
@@ -380,9 +380,9 @@ impl WorkloadArgs {
 impl Cli {
     /// Workload options belong after the subcommand; given before it they
     /// would be silently ignored, so say so.
-    pub fn check_placement(&self) -> Result<(), crate::error::UsageError> {
+    pub fn check_placement(&self) -> Result<(), crate::base::error::UsageError> {
         if self.command.is_some() && self.workload != WorkloadArgs::default() {
-            return Err(crate::error::UsageError::new(
+            return Err(crate::base::error::UsageError::new(
                 "workload options go after the subcommand, e.g. `stallscope run --threads 8`",
             ));
         }
@@ -394,7 +394,7 @@ impl Cli {
 pub fn layered(
     config: Option<&std::path::Path>,
     args: &WorkloadArgs,
-) -> Result<Config, crate::error::UsageError> {
+) -> Result<Config, crate::base::error::UsageError> {
     let mut cfg = match config {
         Some(p) => Config::from_file(p)?,
         None => Config::default(),

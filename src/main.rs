@@ -1,6 +1,6 @@
 use clap::Parser;
 use stallscope::cli::{Cli, Command};
-use stallscope::output::Printer;
+use stallscope::sink::printer::Printer;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ fn main() {
     let cli = Cli::parse();
     if let Err(e) = real_main(cli) {
         eprintln!("stallscope: error: {e:#}");
-        std::process::exit(stallscope::error::exit_code(&e));
+        std::process::exit(stallscope::base::error::exit_code(&e));
     }
 }
 
@@ -25,16 +25,16 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Run(args)) => {
             let cfg = stallscope::cli::layered(cli.config.as_deref(), &args)?;
-            let mut metrics = stallscope::metrics::start(args.metrics_listen)?;
+            let mut metrics = stallscope::sink::metrics::start(args.metrics_listen)?;
             let stdout = std::io::stdout().lock();
             let mut printer = Printer::new(std::io::BufWriter::new(stdout), cfg.format);
-            let mut sink = stallscope::output::Tee(&mut printer, &mut metrics);
-            stallscope::run::run(&cfg, args.record.as_deref(), &stop, &mut sink)?;
+            let mut sink = stallscope::sink::Tee(&mut printer, &mut metrics);
+            stallscope::session::run(&cfg, args.record.as_deref(), &stop, &mut sink)?;
             Ok(())
         }
         Some(Command::Replay { file, speed, ui }) => {
-            let rec = stallscope::recording::read(&file)
-                .map_err(|e| stallscope::error::UsageError::new(format!("{e:#}")))?;
+            let rec = stallscope::sink::recording::read(&file)
+                .map_err(|e| stallscope::base::error::UsageError::new(format!("{e:#}")))?;
             if let Some(note) = rec.damage_note() {
                 eprintln!("stallscope: {note}");
             }
@@ -46,11 +46,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             csv,
             from,
             to,
-        }) => stallscope::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
+        }) => stallscope::cmd::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
         Some(Command::Compare(a)) => compare(cli.config.as_deref(), a, &stop),
         Some(Command::Lab(cmd)) => {
             use stallscope::cli::LabCommand;
-            use stallscope::lab::cmd;
+            use stallscope::cmd::lab::cmd;
             match cmd {
                 LabCommand::Up {
                     fs,
@@ -75,11 +75,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Probe { targets }) => {
             for t in &targets {
-                stallscope::scratch::check_target(t)?;
+                stallscope::source::scratch::check_target(t)?;
             }
             print!(
                 "{}",
-                stallscope::probe::render(&stallscope::probe::gather(&targets))
+                stallscope::cmd::probe::render(&stallscope::cmd::probe::gather(&targets))
             );
             Ok(())
         }
@@ -112,9 +112,9 @@ fn compare(
     a: stallscope::cli::CompareArgs,
     stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<()> {
-    use stallscope::compare::{render_table, run_compare, CompareOptions};
-    use stallscope::error::UsageError;
-    use stallscope::preset;
+    use stallscope::base::error::UsageError;
+    use stallscope::cmd::compare::{render_table, run_compare, CompareOptions};
+    use stallscope::config::preset;
     if a.preset.as_deref() == Some("list") {
         print!("{}", preset::render_list());
         return Ok(());
@@ -127,7 +127,7 @@ fn compare(
     };
     let mut targets = a.targets.clone();
     if a.lab {
-        targets.extend(stallscope::lab::cmd::lab_targets(&a.lab_dir)?);
+        targets.extend(stallscope::cmd::lab::cmd::lab_targets(&a.lab_dir)?);
     }
     if targets.is_empty() {
         return Err(UsageError::new("compare needs --target DIR (twice or more) or --lab").into());

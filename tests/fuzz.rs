@@ -20,7 +20,7 @@ use proptest::sample::Index;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestError, TestRunner};
 use serde_json::{json, Value};
 use stallscope::config::Config;
-use stallscope::recording::{read, Recording, FORMAT, MAX_LINE};
+use stallscope::sink::recording::{read, Recording, FORMAT, MAX_LINE};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
 use std::io::Write as _;

@@ -6,15 +6,15 @@ mod common;
 
 use common::bin;
 use serde_json::Value;
+use stallscope::base::units::Dur;
+use stallscope::cmd::report::{summarize, totals, ReportInput};
 use stallscope::config::{Config, Mode, SyncPolicy};
-use stallscope::control::Control;
-use stallscope::output::Sink;
-use stallscope::recording::{read, Recorder};
-use stallscope::report::{summarize, totals, ReportInput};
-use stallscope::run::{prepare, Placement, Session};
-use stallscope::snapshot::{LatSummary, Snapshot, Summary, TargetMeta};
+use stallscope::model::control::Control;
+use stallscope::model::snapshot::{LatSummary, Snapshot, Summary, TargetMeta};
+use stallscope::session::{prepare, Placement, Session};
+use stallscope::sink::recording::{read, Recorder};
+use stallscope::sink::Sink;
 use stallscope::tui::app::{App, Header, Style};
-use stallscope::units::Dur;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -72,7 +72,7 @@ fn record_session(
     let steps = |s: &mut Session, rec: &mut Recorder, keep: &mut Keep, ms: u64| {
         let until = s.now_ns() + ms * 1_000_000;
         while s.now_ns() < until {
-            let mut tee = stallscope::output::Tee(keep, rec);
+            let mut tee = stallscope::sink::Tee(keep, rec);
             s.step(None, &mut tee).unwrap();
         }
     };
@@ -82,7 +82,7 @@ fn record_session(
     s.apply(Control::SetMode(Mode::Buffered));
     steps(&mut s, &mut rec, &mut keep, 800);
     let summary = {
-        let mut tee = stallscope::output::Tee(&mut keep, &mut rec);
+        let mut tee = stallscope::sink::Tee(&mut keep, &mut rec);
         s.finish(None, Some(&mut tee)).unwrap()
     };
     drop(rec);

@@ -6,7 +6,7 @@ mod common;
 
 use common::{bin, have, need_root, skip};
 use serde_json::Value;
-use stallscope::lab::guards::LoopFs;
+use stallscope::cmd::lab::guards::LoopFs;
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -250,7 +250,7 @@ fn r_key_records_a_replayable_session_with_markers() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
-    let rec = stallscope::recording::read(&files[0]).unwrap();
+    let rec = stallscope::sink::recording::read(&files[0]).unwrap();
     assert!(
         rec.snapshots.len() >= 3,
         "{} intervals",

@@ -4,10 +4,10 @@
 
 use super::keys::Action;
 use crate::config::{Mode, SyncPolicy};
-use crate::control::{Control, Notice};
-use crate::measure::EventKind;
-use crate::observe::Watched;
-use crate::snapshot::{
+use crate::model::control::{Control, Notice};
+use crate::model::observed::Watched;
+use crate::model::ops::EventKind;
+use crate::model::snapshot::{
     LatSummary, LiveStall, ObservedInterval, Snapshot, Stall, TargetInterval, TargetMeta,
 };
 use std::collections::VecDeque;
@@ -132,7 +132,7 @@ impl Point {
             active: o.alive,
             ops_per_s: 0.0,
             mib_per_s: o.write_bytes.map_or(0.0, |b| {
-                crate::snapshot::rates(0, b, s.interval_s).mib_per_s
+                crate::model::snapshot::rates(0, b, s.interval_s).mib_per_s
             }),
             p99_ms: None,
             max_ms: longest_ms,
@@ -762,10 +762,10 @@ fn push_bounded<T>(q: &mut VecDeque<T>, v: T, max: usize) {
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::*;
-    use crate::kernel::attribute::{Attribution, Cause, Confidence, Evidence};
-    use crate::kernel::proc::{DevInterval, KernelInterval};
-    use crate::measure::{new_histogram, OpKind, StallEvent};
-    use crate::snapshot::BdpStats;
+    use crate::model::cause::{Attribution, Cause, Confidence, Evidence};
+    use crate::model::kernel::{DevInterval, KernelInterval};
+    use crate::model::ops::{new_histogram, OpKind, StallEvent};
+    use crate::model::snapshot::BdpStats;
 
     pub fn meta(i: usize) -> TargetMeta {
         let (path, fs) = [("/mnt/ext4", "ext4"), ("/mnt/xfs", "xfs")][i % 2];
@@ -920,7 +920,7 @@ pub(crate) mod fixture {
 mod tests {
     use super::fixture::*;
     use super::*;
-    use crate::kernel::attribute::Cause;
+    use crate::model::cause::Cause;
 
     /// One target, one observed process (pid 77) and an interval in which
     /// its thread 78 was in D for 400 ms, dirty-throttled.
@@ -939,7 +939,7 @@ mod tests {
             threads: 40,
             d_threads_max: 3,
             write_bytes: Some(8 << 20),
-            bdp: Some(crate::snapshot::BdpStats {
+            bdp: Some(crate::model::snapshot::BdpStats {
                 events: 4,
                 pause_ms: 400,
                 max_pause_ms: 200,
@@ -947,14 +947,14 @@ mod tests {
             ..ObservedInterval::default()
         }];
         let mut st = stall(
-            crate::snapshot::OBSERVED,
+            crate::model::snapshot::OBSERVED,
             0.2,
             400.0,
             78,
             Cause::DirtyThrottle,
         );
-        st.ev.op = crate::measure::OpKind::Blocked;
-        s.observed_stalls = vec![crate::snapshot::ObservedStall {
+        st.ev.op = crate::model::ops::OpKind::Blocked;
+        s.observed_stalls = vec![crate::model::snapshot::ObservedStall {
             pid: 77,
             comm: "java".into(),
             thread_comm: "MutationStage-1".into(),
@@ -988,9 +988,9 @@ mod tests {
     fn a_live_stall_of_an_observed_thread_lands_on_its_view() {
         let (mut a, _) = observing();
         a.on_live(vec![LiveStall {
-            target: crate::snapshot::OBSERVED,
+            target: crate::model::snapshot::OBSERVED,
             thread: 78,
-            op: crate::measure::OpKind::Blocked,
+            op: crate::model::ops::OpKind::Blocked,
             elapsed_ms: 1500.0,
             cause: Cause::DirtyThrottle,
             pid: Some(77),

@@ -10,9 +10,9 @@
 use super::app::{App, Header, Style};
 use super::keys::action_for;
 use super::term::{TermGuard, UiOptions};
-use crate::control::Notice;
-use crate::error::UsageError;
-use crate::recording::Recording;
+use crate::base::error::UsageError;
+use crate::model::control::Notice;
+use crate::sink::recording::Recording;
 use crossterm::event::{self, Event as CtEvent, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;

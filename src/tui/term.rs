@@ -5,14 +5,15 @@
 
 use super::app::{App, Header, Style};
 use super::keys::action_for;
+use crate::base::error::UsageError;
 use crate::config::Config;
-use crate::control::{Control, Notice};
-use crate::error::UsageError;
-use crate::measure::EventKind;
-use crate::output::{Sink, Tee};
-use crate::recording::{Marker, Recorder};
-use crate::run::{prepare, Placement, Session};
-use crate::snapshot::{LiveStall, Snapshot, Summary, TargetMeta};
+use crate::model::control::{Control, Notice};
+use crate::model::marker::{Marker, MarkerKind};
+use crate::model::ops::EventKind;
+use crate::model::snapshot::{LiveStall, Snapshot, Summary, TargetMeta};
+use crate::session::{prepare, Placement, Session};
+use crate::sink::recording::Recorder;
+use crate::sink::{Sink, Tee};
 use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use crossterm::event::{self, Event as CtEvent, KeyEventKind};
 use crossterm::{cursor, execute, terminal};
@@ -116,9 +117,9 @@ pub fn run_dashboard(
     }
     cfg.validate()?;
     if let Some(r) = &record {
-        crate::run::check_record_path(r)?;
+        crate::session::check_record_path(r)?;
     }
-    let metrics = crate::metrics::start(metrics_listen)?;
+    let metrics = crate::sink::metrics::start(metrics_listen)?;
     let prepared = prepare(cfg)?;
     let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
     let session = Session::start(cfg, prepared, Placement::One(0))?;
@@ -278,7 +279,11 @@ impl Rec {
             let path = self.next_path();
             match Recorder::create(&path, s.recording_header()) {
                 Ok(mut r) => {
-                    let _ = r.marker(&marker(t_s, "recording_start", &path.display().to_string()));
+                    let _ = r.marker(&Marker::new(
+                        t_s,
+                        MarkerKind::RecordingStart,
+                        path.display().to_string(),
+                    ));
                     self.on = Some(r);
                     Notice::Applied {
                         t_s,
@@ -290,7 +295,7 @@ impl Rec {
         } else {
             match self.on.take() {
                 Some(mut r) => {
-                    let _ = r.marker(&marker(t_s, "recording_stop", ""));
+                    let _ = r.marker(&Marker::new(t_s, MarkerKind::RecordingStop, ""));
                     Notice::Applied {
                         t_s,
                         what: format!("recording saved in {}", r.path().display()),
@@ -302,35 +307,26 @@ impl Rec {
     }
 }
 
-fn marker(t_s: f64, kind: &str, detail: &str) -> Marker {
-    Marker {
-        t_s,
-        kind: kind.into(),
-        detail: detail.into(),
-        meta: None,
-    }
-}
-
 /// The recording line for an applied control.
 fn control_marker(c: &Control, n: &Notice) -> Option<Marker> {
     let Notice::Applied { t_s, what } = n else {
         return match n {
             Notice::TargetAdded(_, meta) => Some(Marker {
                 meta: Some(meta.clone()),
-                ..marker(0.0, "target_added", &meta.path)
+                ..Marker::new(0.0, MarkerKind::TargetAdded, &meta.path)
             }),
             _ => None,
         };
     };
     let kind = match c {
-        Control::Pause(true) => "pause",
-        Control::Pause(false) => "resume",
-        Control::SwitchTarget(_) => "target_switch",
-        Control::SetMode(_) => "mode_change",
-        Control::SetThreads(_) => "thread_change",
+        Control::Pause(true) => MarkerKind::Pause,
+        Control::Pause(false) => MarkerKind::Resume,
+        Control::SwitchTarget(_) => MarkerKind::TargetSwitch,
+        Control::SetMode(_) => MarkerKind::ModeChange,
+        Control::SetThreads(_) => MarkerKind::ThreadChange,
         _ => return None,
     };
-    Some(marker(*t_s, kind, what))
+    Some(Marker::new(*t_s, kind, what.as_str()))
 }
 
 fn spawn_session(
@@ -339,7 +335,7 @@ fn spawn_session(
     ui: Sender<UiEvent>,
     stop: Arc<AtomicBool>,
     record: Option<PathBuf>,
-    mut metrics: Option<crate::metrics::MetricsSink>,
+    mut metrics: Option<crate::sink::metrics::MetricsSink>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("ss-session".into())

@@ -4,9 +4,9 @@
 
 use super::app::{App, Point, TargetView};
 use super::keys::{KeyDef, KEYS, PROMPT_KEYS};
-use crate::kernel::attribute::{Cause, Confidence};
-use crate::snapshot::Stall;
-use crate::units::ByteSize;
+use crate::base::units::ByteSize;
+use crate::model::cause::{Cause, Confidence};
+use crate::model::snapshot::Stall;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::style::{Color, Modifier, Style as RStyle};
@@ -1100,8 +1100,8 @@ mod tests {
     use super::super::app::{App, Style};
     use super::super::keys::Action;
     use super::*;
-    use crate::measure::OpKind;
-    use crate::snapshot::LiveStall;
+    use crate::model::ops::OpKind;
+    use crate::model::snapshot::LiveStall;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 
@@ -1138,12 +1138,12 @@ mod tests {
     #[test]
     fn an_observe_only_dashboard_says_what_it_watches() {
         let mut app = App::new(header(), vec![], 120, Style::default());
-        app.observe(&[crate::observe::Watched {
+        app.observe(&[crate::model::observed::Watched {
             pid: 4242,
             comm: "ceph-osd".into(),
         }]);
         let mut s = snapshot(1, 0, 0, vec![]);
-        s.observed = vec![crate::snapshot::ObservedInterval {
+        s.observed = vec![crate::model::snapshot::ObservedInterval {
             pid: 4242,
             comm: "ceph-osd".into(),
             alive: true,
@@ -1426,7 +1426,7 @@ mod tests {
         for want in ["● REC", "PAUSED", "FROZEN"] {
             assert!(s.contains(want), "{want}: {s}");
         }
-        app.on_notice(crate::control::Notice::WorkerError(
+        app.on_notice(crate::model::control::Notice::WorkerError(
             "writer 2 failed: EIO".into(),
         ));
         let b = render(&app, 120, 40);

@@ -40,15 +40,15 @@ pub fn have(cmd: &str) -> bool {
 /// DESIGN.md's slow disk: a 4 GiB loop xfs capped at 50 MiB/s, dirty limits
 /// 256M/64M. Dropping it puts everything back (guards, last field first).
 pub struct CappedXfs {
-    pub _dirty: stallscope::lab::guards::DirtyGuard,
-    pub _cap: stallscope::lab::guards::BlkioCap,
-    pub fs: stallscope::lab::guards::LoopFs,
+    pub _dirty: stallscope::cmd::lab::guards::DirtyGuard,
+    pub _cap: stallscope::cmd::lab::guards::BlkioCap,
+    pub fs: stallscope::cmd::lab::guards::LoopFs,
     pub _dir: tempfile::TempDir,
 }
 
 /// The capped lab for a root test, or None after recording the skip.
 pub fn capped_xfs(test: &str) -> Option<CappedXfs> {
-    use stallscope::lab::guards::{BlkioCap, DirtyGuard, LoopFs};
+    use stallscope::cmd::lab::guards::{BlkioCap, DirtyGuard, LoopFs};
     if !need_root(test) {
         return None;
     }

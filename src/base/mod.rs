@@ -1,0 +1,8 @@
+//! The bottom layer: units and their parsing, the error types, the run's
+//! clock. Imports nothing else of ours.
+
+pub mod clock;
+pub mod error;
+#[cfg(test)]
+pub(crate) mod testenv;
+pub mod units;

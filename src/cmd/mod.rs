@@ -1,0 +1,8 @@
+//! The subcommands other than the dashboard: `compare`, `report`, `probe`
+//! and `lab`. Each is an entry point over `session` and the sinks.
+
+pub mod compare;
+pub mod lab;
+pub mod probe;
+pub mod report;
+pub mod report_cmd;

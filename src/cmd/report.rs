@@ -1,0 +1,1629 @@
+//! `stallscope report`: a recording's snapshots turned into a text summary per
+//! target and (mode, threads) segment, a CSV of every interval, and an SVG
+//! chart to attach to a mailing-list post.
+//!
+//! Rates and percentiles come from the same functions the live run uses
+//! (`TargetInterval::rates`, `LatSummary::of` on merged histograms), so the
+//! report agrees with the run's own summary for the same span.
+
+use crate::config::Mode;
+use crate::model::cause::Cause;
+use crate::model::kernel::{DevInterval, KernelInterval};
+use crate::model::snapshot::{CauseTotal, LatSummary, Snapshot, Stall, TargetInterval, TargetMeta};
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::fmt::Write as _;
+
+/// What a report is made from: a recording's targets and snapshots, and the
+/// span to cover.
+pub struct ReportInput<'a> {
+    /// The workload and where it ran, e.g. "mmap × 4 threads, 818 B records,
+    /// periodic:10s — host, kernel".
+    pub title: String,
+    pub targets: &'a [TargetMeta],
+    /// In time order, one per interval.
+    pub snapshots: &'a [Snapshot],
+    /// Keep the intervals whose end `t_s` is in `(from_s, to_s]`.
+    pub from_s: Option<f64>,
+    pub to_s: Option<f64>,
+}
+
+impl ReportInput<'_> {
+    /// Whether the interval ending at `t_s` is in the span.
+    pub fn keeps(&self, t_s: f64) -> bool {
+        self.from_s.is_none_or(|f| t_s > f) && self.to_s.is_none_or(|t| t_s <= t)
+    }
+
+    /// The snapshots in the span, in time order.
+    pub fn selected(&self) -> impl Iterator<Item = &Snapshot> + '_ {
+        self.snapshots.iter().filter(|s| self.keeps(s.t_s))
+    }
+
+    /// Start of the first and end of the last interval in the span.
+    pub fn span(&self) -> Option<(f64, f64)> {
+        let first = self.selected().next()?;
+        let last = self.selected().last()?;
+        Some((first.t_s - first.interval_s, last.t_s))
+    }
+
+    /// A target's stalls that started in `[from_s, to_s)`. All snapshots are
+    /// searched: a stall is reported in the interval it ends in, which may
+    /// lie past the span.
+    fn stalls_starting(&self, target: usize, from_s: f64, to_s: f64) -> Vec<&Stall> {
+        self.snapshots
+            .iter()
+            .flat_map(|s| &s.stalls)
+            .filter(|st| st.ev.target == target && (from_s..to_s).contains(&start_s(st)))
+            .collect()
+    }
+
+    fn label(&self, target: usize) -> String {
+        self.targets.get(target).map_or_else(
+            || format!("target {target}"),
+            |m| format!("{} ({})", m.path, m.fs),
+        )
+    }
+}
+
+fn start_s(st: &Stall) -> f64 {
+    st.ev.start_ns as f64 / 1e9
+}
+
+/// One target's figures over a run of intervals.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    pub target: usize,
+    /// The writers' mode and thread count; `None` on a whole-span line
+    /// (`totals`), which may cover several.
+    pub mode: Option<Mode>,
+    pub threads: Option<u32>,
+    /// Start of the first interval and end of the last, seconds since the
+    /// run started.
+    pub from_s: f64,
+    pub to_s: f64,
+    pub intervals: usize,
+    pub ops: u64,
+    pub bytes: u64,
+    /// Medians of the per-interval rates of the active intervals: a steady
+    /// figure that one stalled interval does not drag down.
+    pub median_ops_per_s: f64,
+    pub median_mib_per_s: f64,
+    /// Write latency (µs) of the merged interval histograms.
+    pub lat: LatSummary,
+    /// Stalls of this target that started in the segment's span.
+    pub stalls: u64,
+    pub stall_ns: u64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+/// One target's interval, with the snapshot it belongs to.
+type Row<'a> = (&'a Snapshot, &'a TargetInterval);
+
+fn interval_of(s: &Snapshot, target: usize) -> Option<&TargetInterval> {
+    s.targets.iter().find(|t| t.target == target)
+}
+
+/// One segment per target and contiguous run of intervals in which the
+/// target was active with one (mode, threads); ordered by target, then time.
+pub fn summarize(input: &ReportInput) -> Vec<Segment> {
+    (0..input.targets.len())
+        .flat_map(|target| {
+            runs(input, target).into_iter().map(move |rows| {
+                let t = rows[0].1;
+                segment(input, target, Some((t.mode, t.threads)), &rows)
+            })
+        })
+        .collect()
+}
+
+/// One whole-span line per target seen in the span. Every interval counts,
+/// active or not, so ops and percentiles equal the run summary's for the
+/// same span; the medians use the active intervals only, since an idle
+/// target's zeros say nothing about its speed.
+pub fn totals(input: &ReportInput) -> Vec<Segment> {
+    (0..input.targets.len())
+        .filter_map(|target| {
+            let rows: Vec<Row> = input
+                .selected()
+                .filter_map(|s| interval_of(s, target).map(|t| (s, t)))
+                .collect();
+            let seen = rows.iter().any(|(_, t)| t.active || t.ops > 0);
+            seen.then(|| segment(input, target, None, &rows))
+        })
+        .collect()
+}
+
+/// Splits a target's intervals in the span into runs of one active setting.
+fn runs<'a>(input: &'a ReportInput, target: usize) -> Vec<Vec<Row<'a>>> {
+    let mut out: Vec<Vec<Row>> = Vec::new();
+    let mut open = false;
+    for s in input.selected() {
+        match interval_of(s, target) {
+            Some(t) if t.active => {
+                let same = |(_, p): &Row| (p.mode, p.threads) == (t.mode, t.threads);
+                match out.last_mut() {
+                    Some(run) if open && run.last().is_some_and(same) => run.push((s, t)),
+                    _ => out.push(vec![(s, t)]),
+                }
+                open = true;
+            }
+            _ => open = false,
+        }
+    }
+    out
+}
+
+/// Figures over `rows` (not empty, in time order).
+fn segment(
+    input: &ReportInput,
+    target: usize,
+    setting: Option<(Mode, u32)>,
+    rows: &[Row],
+) -> Segment {
+    let (first, last) = (rows[0].0, rows[rows.len() - 1].0);
+    let (from_s, to_s) = (first.t_s - first.interval_s, last.t_s);
+    let mut hist = crate::model::ops::new_histogram();
+    for (_, t) in rows {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = hist.add(&t.hist);
+    }
+    let rates: Vec<_> = rows
+        .iter()
+        .filter(|(_, t)| t.active)
+        .map(|(s, t)| t.rates(s.interval_s))
+        .collect();
+    let stalls = input.stalls_starting(target, from_s, to_s);
+    Segment {
+        target,
+        mode: setting.map(|s| s.0),
+        threads: setting.map(|s| s.1),
+        from_s,
+        to_s,
+        intervals: rows.len(),
+        ops: rows.iter().map(|(_, t)| t.ops).sum(),
+        bytes: rows.iter().map(|(_, t)| t.bytes).sum(),
+        median_ops_per_s: median(rates.iter().map(|r| r.ops_per_s).collect()),
+        median_mib_per_s: median(rates.iter().map(|r| r.mib_per_s).collect()),
+        lat: LatSummary::of(&hist),
+        stalls: stalls.len() as u64,
+        stall_ns: stalls.iter().map(|s| s.ev.dur_ns).sum(),
+        by_cause: by_cause(&stalls),
+    }
+}
+
+fn by_cause(stalls: &[&Stall]) -> BTreeMap<Cause, CauseTotal> {
+    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+    for s in stalls {
+        let e = m.entry(s.why.cause).or_default();
+        e.count += 1;
+        e.ms += s.ev.dur_ns as f64 / 1e6;
+    }
+    m
+}
+
+/// The middle value (mean of the two middle ones for an even count); 0 for none.
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+// ---------------------------------------------------------------- text
+
+const TEXT_HEADER: &str = "     from       to  mode      thr  ints     ops/s     MiB/s       p50       p99     p99.9       max  stalls   stalled  causes";
+
+/// The text summary: per target, its segments, then a whole-span line when
+/// it had more than one segment.
+pub fn render_text(segs: &[Segment], input: &ReportInput) -> String {
+    let mut out = format!("stallscope report — {}\n", input.title);
+    let Some((from, to)) = input.span() else {
+        out.push_str("no intervals in the chosen span\n");
+        return out;
+    };
+    let n = input.selected().count();
+    let _ = writeln!(
+        out,
+        "span {from:.1}–{to:.1} s, {n} intervals; rates are medians of the per-interval rates; latencies in ms from merged histograms"
+    );
+    let totals = totals(input);
+    for (target, _) in input.targets.iter().enumerate() {
+        let own: Vec<&Segment> = segs.iter().filter(|s| s.target == target).collect();
+        let all = totals.iter().find(|s| s.target == target);
+        out.push('\n');
+        out.push_str(&target_heading(input, target));
+        if own.is_empty() && all.is_none() {
+            out.push_str("  not active in this span\n");
+            continue;
+        }
+        let _ = writeln!(out, "{TEXT_HEADER}");
+        for s in &own {
+            out.push_str(&segment_line(s));
+        }
+        if let Some(all) = all.filter(|_| own.len() != 1) {
+            out.push_str(&segment_line(all));
+        }
+    }
+    out.push_str(&observed_text(input));
+    out
+}
+
+/// Observe mode: per observed process over the span, its D-state threads,
+/// faults, bytes written and its threads' stalls by cause.
+fn observed_text(input: &ReportInput) -> String {
+    let mut procs: BTreeMap<u32, (String, u32, u64, Option<u64>, bool)> = BTreeMap::new();
+    let mut stalls: BTreeMap<u32, Vec<&Stall>> = BTreeMap::new();
+    for s in input.selected() {
+        for o in &s.observed {
+            let e = procs
+                .entry(o.pid)
+                .or_insert_with(|| (o.comm.clone(), 0, 0, Some(0), false));
+            e.1 = e.1.max(o.d_threads_max);
+            e.2 += o.majflt;
+            e.3 = e.3.zip(o.write_bytes).map(|(a, b)| a + b);
+            e.4 |= !o.alive;
+        }
+        for o in &s.observed_stalls {
+            stalls.entry(o.pid).or_default().push(&o.stall);
+        }
+    }
+    let mut out = String::new();
+    for (pid, (comm, dmax, majflt, wb, exited)) in procs {
+        let own = stalls.remove(&pid).unwrap_or_default();
+        let stalled: u64 = own.iter().map(|s| s.ev.dur_ns).sum();
+        let _ = writeln!(
+            out,
+            "\nobserved {comm} (pid {pid}){}: {} stalls, {:.2} s stalled{}{}; most threads in D at once {dmax}, {majflt} major faults, {}",
+            if exited { ", exited" } else { "" },
+            own.len(),
+            stalled as f64 / 1e9,
+            if own.is_empty() { "" } else { ": " },
+            causes_text(&crate::sink::schema::cause_totals(own.into_iter())),
+            wb.map_or("write_bytes unreadable".to_string(), |b| format!(
+                "{:.1} MiB written",
+                crate::base::units::mib(b)
+            ))
+        );
+    }
+    out
+}
+
+fn target_heading(input: &ReportInput, target: usize) -> String {
+    match input.targets.get(target) {
+        Some(m) => format!(
+            "{}  ({} on {}, {})\n",
+            m.path, m.fs, m.device, m.mount_options
+        ),
+        None => format!("target {target}\n"),
+    }
+}
+
+fn segment_line(s: &Segment) -> String {
+    let mode = s.mode.map_or("all", |m| m.as_str());
+    let threads = s.threads.map_or(String::new(), |t| t.to_string());
+    let ms = |us: u64| us as f64 / 1000.0;
+    format!(
+        "{:>8.1}s {:>7.1}s  {mode:<9} {threads:>3} {:>5} {:>9.0} {:>9.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7} {:>8.2}s  {}\n",
+        s.from_s,
+        s.to_s,
+        s.intervals,
+        s.median_ops_per_s,
+        s.median_mib_per_s,
+        ms(s.lat.p50),
+        ms(s.lat.p99),
+        ms(s.lat.p999),
+        ms(s.lat.max),
+        s.stalls,
+        s.stall_ns as f64 / 1e9,
+        causes_text(&s.by_cause)
+    )
+}
+
+fn causes_text(m: &BTreeMap<Cause, CauseTotal>) -> String {
+    let parts: Vec<String> = m
+        .iter()
+        .map(|(c, t)| format!("{} {} ({:.2} s)", c.as_str(), t.count, t.ms / 1000.0))
+        .collect();
+    parts.join(", ")
+}
+
+// ---------------------------------------------------------------- CSV
+
+const CSV_COLUMNS: [&str; 40] = [
+    "t_s",
+    "interval_s",
+    "target",
+    "fs",
+    "mode",
+    "threads",
+    "active",
+    "ops",
+    "bytes",
+    "ops_per_s",
+    "mib_per_s",
+    "lat_mean_us",
+    "lat_p50_us",
+    "lat_p95_us",
+    "lat_p99_us",
+    "lat_p999_us",
+    "lat_max_us",
+    "stalls",
+    "sync_ops",
+    "sync_max_ms",
+    "dirty_kib",
+    "writeback_kib",
+    "dirty_thresh_kib",
+    "dirty_bg_thresh_kib",
+    "dirtied_pages",
+    "written_pages",
+    "psi_io_some_pct",
+    "psi_io_full_pct",
+    "dev_write_mib_per_s",
+    "dev_util_pct",
+    "dev_inflight",
+    "dev_w_await_ms",
+    "dev_flushes",
+    "minflt",
+    "majflt",
+    "bdp_events",
+    "bdp_pause_ms",
+    "bdp_max_pause_ms",
+    "wb_waits",
+    "wb_starts",
+];
+
+/// One row per interval and target with every numeric field. An unknown
+/// value (no kernel sample, no tracing, no device, no op to time) is an
+/// empty cell, never 0.
+pub fn render_csv(input: &ReportInput) -> String {
+    let mut out = CSV_COLUMNS.join(",");
+    out.push('\n');
+    for s in input.selected() {
+        for t in &s.targets {
+            let cells: Vec<String> = csv_row(s, t, input.targets.get(t.target))
+                .iter()
+                .map(|c| csv_quote(c))
+                .collect();
+            out.push_str(&cells.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn csv_row(s: &Snapshot, t: &TargetInterval, meta: Option<&TargetMeta>) -> Vec<String> {
+    let r = t.rates(s.interval_s);
+    let (lat, timed) = (LatSummary::of(&t.hist), !t.hist.is_empty());
+    let lat_us = |v: u64| opt(timed.then_some(v));
+    let k = s.kernel.as_ref();
+    let kv = |f: fn(&KernelInterval) -> Option<u64>| opt(k.and_then(f));
+    let dev = k
+        .and_then(|k| k.devs.get(t.target))
+        .and_then(Option::as_ref);
+    let dv = |f: fn(&DevInterval) -> f64| opt(dev.map(|d| round(f(d), 3)));
+    let bdp = |f: fn(&crate::model::snapshot::BdpStats) -> u64| opt(t.bdp.as_ref().map(f));
+    let sync_max = (!t.sync_hist.is_empty()).then(|| round(t.sync_hist.max() as f64 / 1e3, 3));
+    vec![
+        round(s.t_s, 3).to_string(),
+        round(s.interval_s, 3).to_string(),
+        meta.map_or(String::new(), |m| m.path.clone()),
+        meta.map_or(String::new(), |m| m.fs.clone()),
+        t.mode.as_str().to_string(),
+        t.threads.to_string(),
+        t.active.to_string(),
+        t.ops.to_string(),
+        t.bytes.to_string(),
+        round(r.ops_per_s, 1).to_string(),
+        round(r.mib_per_s, 3).to_string(),
+        opt(timed.then_some(lat.mean)),
+        lat_us(lat.p50),
+        lat_us(lat.p95),
+        lat_us(lat.p99),
+        lat_us(lat.p999),
+        lat_us(lat.max),
+        t.stalls.to_string(),
+        t.sync_hist.len().to_string(),
+        opt(sync_max),
+        kv(|k| k.dirty_kib),
+        kv(|k| k.writeback_kib),
+        kv(|k| k.dirty_thresh_kib),
+        kv(|k| k.dirty_bg_thresh_kib),
+        kv(|k| k.dirtied_pages),
+        kv(|k| k.written_pages),
+        opt(k.and_then(|k| k.psi_io_some_pct).map(|v| round(v, 2))),
+        opt(k.and_then(|k| k.psi_io_full_pct).map(|v| round(v, 2))),
+        dv(|d| d.write_mib_per_s),
+        dv(|d| d.util_pct),
+        opt(dev.map(|d| d.inflight)),
+        dv(|d| d.w_await_ms),
+        opt(dev.and_then(|d| d.flushes)),
+        t.minflt.to_string(),
+        t.majflt.to_string(),
+        bdp(|b| b.events),
+        bdp(|b| b.pause_ms),
+        bdp(|b| b.max_pause_ms),
+        opt(t.wb_waits),
+        opt(s.wb_starts.as_ref().map(|m| m.values().sum::<u64>())),
+    ]
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
+}
+
+fn round(v: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (v * m).round() / m
+}
+
+/// RFC 4180: a field with a comma, quote or line break is quoted, its
+/// quotes doubled.
+fn csv_quote(field: &str) -> String {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
+}
+
+// ---------------------------------------------------------------- SVG
+
+const WIDTH: u32 = 1200;
+const HEIGHT: u32 = 900;
+/// Left room for the y labels and description, the same on every panel so
+/// the plots line up on the shared time axis.
+const Y_LABEL_PX: u32 = 72;
+const RIGHT_PX: u32 = 24;
+/// Above each plot: its caption and series legend.
+const STRIP_PX: u32 = 24;
+const FONT: &str = "sans-serif";
+/// plotters sizes text in its own unit: the SVG font-size is this / 1.24.
+const TEXT: f64 = 15.0;
+
+/// Target colours (the "tab10" palette less its red, which marks stalls).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+const STALL: RGBColor = RGBColor(214, 39, 40);
+const INK: RGBColor = RGBColor(40, 40, 40);
+const DIRTY: RGBColor = RGBColor(60, 60, 60);
+const WRITEBACK: RGBColor = RGBColor(23, 190, 207);
+const BG_THRESH: RGBColor = RGBColor(200, 150, 0);
+const THRESH: RGBColor = RGBColor(150, 0, 0);
+
+fn colour(target: usize) -> RGBColor {
+    PALETTE[target % PALETTE.len()]
+}
+
+type DrawResult = Result<(), Box<dyn Error>>;
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+/// A series split where a value is missing, so lines do not bridge gaps.
+type Line = Vec<Vec<(f64, f64)>>;
+
+/// Everything the chart draws, taken out of the snapshots once.
+struct ChartData {
+    x0: f64,
+    x1: f64,
+    /// Per target: MiB/s, p99 ms and max ms while it was active.
+    mib: Vec<Line>,
+    p99: Vec<Line>,
+    max: Vec<Line>,
+    dirty: Line,
+    writeback: Line,
+    bg_thresh: Line,
+    thresh: Line,
+    /// Start time of every stall starting in the span, any target or
+    /// observed process.
+    stalls: Vec<f64>,
+    /// Observe mode: per process, its write MiB/s and its longest D-state
+    /// stall (ms) in each interval that had one.
+    observed: Vec<ObservedSeries>,
+}
+
+struct ObservedSeries {
+    name: String,
+    mib: Line,
+    longest: Vec<(f64, f64)>,
+}
+
+impl ObservedSeries {
+    /// Every observed process in the span, in order of appearance.
+    fn all(input: &ReportInput, x0: f64, x1: f64, stalls: &mut Vec<f64>) -> Vec<ObservedSeries> {
+        let mut procs: Vec<(u32, String)> = Vec::new();
+        for o in input.selected().flat_map(|s| &s.observed) {
+            if !procs.iter().any(|p| p.0 == o.pid) {
+                procs.push((o.pid, o.comm.clone()));
+            }
+        }
+        stalls.extend(
+            input
+                .snapshots
+                .iter()
+                .flat_map(|s| &s.observed_stalls)
+                .map(|o| start_s(&o.stall))
+                .filter(|t| *t >= x0 && *t < x1),
+        );
+        procs
+            .into_iter()
+            .map(|(pid, comm)| ObservedSeries {
+                name: format!("{comm} (pid {pid}), observed: writes, longest D-state stall"),
+                mib: pieces(input.selected().map(|s| {
+                    let o = s.observed.iter().find(|o| o.pid == pid && o.alive);
+                    let mib = o
+                        .and_then(|o| o.write_bytes)
+                        .map(|b| crate::model::snapshot::rates(0, b, s.interval_s).mib_per_s);
+                    (s.t_s, mib)
+                })),
+                longest: input
+                    .selected()
+                    .filter_map(|s| {
+                        let ms = s
+                            .observed_stalls
+                            .iter()
+                            .filter(|o| o.pid == pid)
+                            .map(|o| o.stall.ev.dur_ns as f64 / 1e6)
+                            .reduce(f64::max)?;
+                        Some((s.t_s - s.interval_s / 2.0, ms))
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+impl ChartData {
+    fn of(input: &ReportInput) -> Option<ChartData> {
+        let (x0, x1) = input.span()?;
+        let n = input.targets.len();
+        let per_target = |f: &dyn Fn(&Snapshot, &TargetInterval) -> Option<f64>| -> Vec<Line> {
+            (0..n)
+                .map(|target| {
+                    pieces(input.selected().map(|s| {
+                        let v = interval_of(s, target).filter(|t| t.active);
+                        (s.t_s, v.and_then(|t| f(s, t)))
+                    }))
+                })
+                .collect()
+        };
+        let timed = |t: &TargetInterval| (!t.hist.is_empty()).then(|| LatSummary::of(&t.hist));
+        let kernel = |f: fn(&KernelInterval) -> Option<u64>| -> Line {
+            pieces(input.selected().map(|s| {
+                let kib = s.kernel.as_ref().and_then(f);
+                (s.t_s, kib.map(|v| v as f64 / 1024.0))
+            }))
+        };
+        let mut stalls: Vec<f64> = (0..n)
+            .flat_map(|t| input.stalls_starting(t, x0, x1))
+            .map(start_s)
+            .collect();
+        let observed = ObservedSeries::all(input, x0, x1, &mut stalls);
+        stalls.sort_by(f64::total_cmp);
+        Some(ChartData {
+            x0,
+            x1: if x1 > x0 { x1 } else { x0 + 1.0 },
+            mib: per_target(&|s, t| Some(t.rates(s.interval_s).mib_per_s)),
+            p99: per_target(&|_, t| timed(t).map(|l| l.p99 as f64 / 1e3)),
+            max: per_target(&|_, t| timed(t).map(|l| l.max as f64 / 1e3)),
+            dirty: kernel(|k| k.dirty_kib),
+            writeback: kernel(|k| k.writeback_kib),
+            bg_thresh: kernel(|k| k.dirty_bg_thresh_kib),
+            thresh: kernel(|k| k.dirty_thresh_kib),
+            stalls,
+            observed,
+        })
+    }
+}
+
+fn pieces(points: impl Iterator<Item = (f64, Option<f64>)>) -> Line {
+    let mut out: Line = Vec::new();
+    let mut open = false;
+    for (t, v) in points {
+        match v {
+            Some(v) if open => out.last_mut().expect("open piece").push((t, v)),
+            Some(v) => out.push(vec![(t, v)]),
+            None => {}
+        }
+        open = v.is_some();
+    }
+    out
+}
+
+fn values<'a>(lines: &'a [&'a Line]) -> impl Iterator<Item = f64> + 'a {
+    lines.iter().flat_map(|l| l.iter().flatten().map(|p| p.1))
+}
+
+/// The chart: throughput, latency and dirty memory stacked on one time
+/// axis, stall starts marked on each. `segs` (from `summarize`) marks where
+/// the writers moved or changed mode.
+pub fn render_svg(input: &ReportInput, segs: &[Segment]) -> Result<String, String> {
+    let data = ChartData::of(input).ok_or("no intervals in the chosen span")?;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(&root, input, segs, &data).map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(buf)
+}
+
+fn draw(root: &Area, input: &ReportInput, segs: &[Segment], d: &ChartData) -> DrawResult {
+    root.fill(&WHITE)?;
+    let header_px = header(root, input, d)?;
+    let (_, body) = root.split_vertically(header_px);
+    let panels = body.split_evenly((3, 1));
+    throughput_panel(&panels[0], segs, d)?;
+    latency_panel(&panels[1], segs, d)?;
+    dirty_panel(&panels[2], segs, d)?;
+    Ok(())
+}
+
+fn text_style(size: f64, colour: RGBColor) -> TextStyle<'static> {
+    (FONT, size).into_font().color(&colour)
+}
+
+/// Rough rendered width of `s`: plotters cannot measure text without fonts.
+fn text_px(s: &str, size: f64) -> i32 {
+    (s.chars().count() as f64 * size / 1.24 * 0.58).ceil() as i32
+}
+
+/// How a legend entry shows its series.
+#[derive(Clone, Copy)]
+enum Sample {
+    Line { width: u32, dashed: bool },
+    StallMark,
+}
+
+/// A legend entry: a sample, then its name.
+struct Key {
+    name: String,
+    colour: RGBColor,
+    sample: Sample,
+}
+
+impl Key {
+    fn line(name: impl Into<String>, colour: RGBColor, width: u32, dashed: bool) -> Key {
+        Key {
+            name: name.into(),
+            colour,
+            sample: Sample::Line { width, dashed },
+        }
+    }
+    fn solid(name: impl Into<String>, colour: RGBColor, width: u32) -> Key {
+        Key::line(name, colour, width, false)
+    }
+    fn dashed(name: impl Into<String>, colour: RGBColor) -> Key {
+        Key::line(name, colour, 2, true)
+    }
+    fn stall(name: impl Into<String>) -> Key {
+        Key {
+            name: name.into(),
+            colour: STALL,
+            sample: Sample::StallMark,
+        }
+    }
+    fn px(&self) -> i32 {
+        26 + text_px(&self.name, TEXT) + 18
+    }
+    fn draw_sample(&self, area: &Area, x: i32, y: i32) -> DrawResult {
+        match self.sample {
+            Sample::Line { width, dashed } => {
+                let style = self.colour.stroke_width(width);
+                let dashes: &[(i32, i32)] = if dashed {
+                    &[(0, 5), (8, 13), (16, 21)]
+                } else {
+                    &[(0, 21)]
+                };
+                for (a, b) in dashes {
+                    area.draw(&PathElement::new(vec![(x + a, y), (x + b, y)], style))?;
+                }
+            }
+            Sample::StallMark => area.draw(&stall_mark(x + 10, y + 4))?,
+        }
+        Ok(())
+    }
+}
+
+/// Draws keys left to right from `x` on the line centred at `y`, wrapping
+/// at the right edge; returns the y of the last line.
+fn draw_keys(area: &Area, keys: &[Key], x: i32, mut y: i32) -> Result<i32, Box<dyn Error>> {
+    let mut cx = x;
+    for k in keys {
+        if cx > x && cx + k.px() > (WIDTH - RIGHT_PX) as i32 {
+            cx = x;
+            y += 20;
+        }
+        k.draw_sample(area, cx, y)?;
+        let pos = Pos::new(HPos::Left, VPos::Center);
+        area.draw_text(&k.name, &text_style(TEXT, INK).pos(pos), (cx + 26, y))?;
+        cx += k.px();
+    }
+    Ok(y)
+}
+
+/// A red stall marker (downward triangle) with its tip at `(x, y)`.
+fn stall_mark(x: i32, y: i32) -> Polygon<(i32, i32)> {
+    Polygon::new(vec![(x - 5, y - 8), (x + 5, y - 8), (x, y)], STALL.filled())
+}
+
+/// Title, then the legend of targets and stall marks; returns the header's
+/// height.
+fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dyn Error>> {
+    let title = format!("stallscope — {}", input.title);
+    let x = Y_LABEL_PX as i32 - 60;
+    // A long title gets smaller rather than cut at the edge.
+    let room = (WIDTH - RIGHT_PX) as f64 - x as f64;
+    let size = (22.0 * room / text_px(&title, 22.0) as f64).clamp(12.0, 22.0);
+    let style = (FONT, size).into_font().style(FontStyle::Bold).color(&INK);
+    root.draw_text(&title, &style, (x, 10))?;
+    let n = input.targets.len();
+    let mut keys: Vec<Key> = (0..n)
+        .map(|t| Key::solid(input.label(t), colour(t), 3))
+        .chain(
+            d.observed
+                .iter()
+                .enumerate()
+                .map(|(i, o)| Key::solid(o.name.clone(), colour(n + i), 3)),
+        )
+        .collect();
+    keys.push(Key::stall(format!(
+        "stall start ({} in span)",
+        d.stalls.len()
+    )));
+    let y = draw_keys(root, &keys, x, 48)?;
+    Ok((y + 16) as u32)
+}
+
+/// Splits a panel into its caption strip and plot, and draws the caption
+/// and series keys.
+fn panel<'a>(area: &Area<'a>, caption: &str, keys: &[Key]) -> Result<Area<'a>, Box<dyn Error>> {
+    let (strip, plot) = area.split_vertically(STRIP_PX);
+    let style = (FONT, 16.0).into_font().style(FontStyle::Bold).color(&INK);
+    let pos = Pos::new(HPos::Left, VPos::Center);
+    let x = Y_LABEL_PX as i32;
+    strip.draw_text(caption, &style.pos(pos), (x, 14))?;
+    draw_keys(&strip, keys, x + text_px(caption, 16.0) + 24, 14)?;
+    Ok(plot)
+}
+
+type Chart<'a, 'b, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, Y>>;
+
+fn chart<'a, 'b, R: AsRangedCoord<Value = f64>>(
+    plot: &'a Area<'b>,
+    d: &ChartData,
+    y: R,
+    bottom: bool,
+) -> Result<Chart<'a, 'b, R::CoordDescType>, Box<dyn Error>> {
+    Ok(ChartBuilder::on(plot)
+        .margin_right(RIGHT_PX)
+        .margin_top(4)
+        .x_label_area_size(if bottom { 44 } else { 22 })
+        .y_label_area_size(Y_LABEL_PX)
+        .build_cartesian_2d(d.x0..d.x1, y)?)
+}
+
+/// Axes and grid, the same on every panel; the time axis is named once,
+/// under the bottom one.
+fn mesh<Y>(c: &mut Chart<'_, '_, Y>, y_desc: &str, y_labels: usize, bottom: bool) -> DrawResult
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let x_fmt = |v: &f64| format!("{v:.0}");
+    let mut m = c.configure_mesh();
+    m.x_labels(12)
+        .y_labels(y_labels)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&num_label)
+        .label_style(text_style(TEXT, INK))
+        .axis_desc_style(text_style(TEXT, INK))
+        .y_desc(y_desc)
+        .bold_line_style(RGBColor(225, 225, 225))
+        .light_line_style(TRANSPARENT);
+    if bottom {
+        m.x_desc("seconds since the start of the run");
+    }
+    m.draw()?;
+    Ok(())
+}
+
+/// Stall markers along the top edge of a plot and a faint line where each
+/// segment after the first begins.
+fn marks<Y: Ranged<ValueType = f64>>(
+    c: &Chart<'_, '_, Y>,
+    segs: &[Segment],
+    d: &ChartData,
+    y_top: f64,
+    y_bottom: f64,
+) -> DrawResult {
+    let area = c.plotting_area();
+    let origin = area.get_pixel_range().0.start;
+    for s in segs.iter().filter(|s| s.from_s > d.x0) {
+        let style = RGBColor(150, 150, 150).stroke_width(1);
+        area.draw(&PathElement::new(
+            vec![(s.from_s, y_bottom), (s.from_s, y_top)],
+            style,
+        ))?;
+    }
+    let root = area.strip_coord_spec();
+    for &t in &d.stalls {
+        let x = c.backend_coord(&(t, y_top)).0 - origin;
+        root.draw(&stall_mark(x, 8))?;
+    }
+    Ok(())
+}
+
+/// Labels each segment "mode × threads" at its start, in its target's
+/// colour, one row per target; skips a label that would overlap the last.
+fn segment_labels(c: &Chart<'_, '_, RangedCoordf64>, segs: &[Segment], y_top: f64) -> DrawResult {
+    let area = c.plotting_area();
+    let origin = area.get_pixel_range().0.start;
+    let root = area.strip_coord_spec();
+    let mut last_end: BTreeMap<usize, i32> = BTreeMap::new();
+    for s in segs {
+        let (Some(mode), Some(threads)) = (s.mode, s.threads) else {
+            continue;
+        };
+        let label = format!("{mode} × {threads}");
+        let x = c.backend_coord(&(s.from_s, y_top)).0 - origin + 4;
+        let end = last_end.entry(s.target).or_insert(i32::MIN);
+        if x < *end {
+            continue;
+        }
+        *end = x + text_px(&label, 13.0) + 8;
+        let y = 14 + 15 * s.target as i32;
+        root.draw_text(&label, &text_style(13.0, colour(s.target)), (x, y))?;
+    }
+    Ok(())
+}
+
+fn draw_line<Y: Ranged<ValueType = f64>>(
+    c: &mut Chart<'_, '_, Y>,
+    line: &Line,
+    style: ShapeStyle,
+) -> DrawResult {
+    for piece in line {
+        c.draw_series(LineSeries::new(piece.iter().copied(), style))?;
+    }
+    Ok(())
+}
+
+fn draw_dashed<Y: Ranged<ValueType = f64>>(
+    c: &mut Chart<'_, '_, Y>,
+    line: &Line,
+    style: ShapeStyle,
+) -> DrawResult {
+    for piece in line {
+        c.draw_series(DashedLineSeries::new(piece.iter().copied(), 8, 6, style))?;
+    }
+    Ok(())
+}
+
+/// A linear axis from 0 to a little above the largest value.
+fn linear_top(vals: impl Iterator<Item = f64>) -> f64 {
+    let max = vals.fold(0.0, f64::max);
+    if max > 0.0 {
+        max * 1.15
+    } else {
+        1.0
+    }
+}
+
+/// Whole decades around the values, at least two, so 3 ms and 4 s are both
+/// readable.
+fn log_range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = vals
+        .filter(|v| *v > 0.0)
+        .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if hi == 0.0 {
+        return (0.001, 1.0);
+    }
+    // Just under the decade, so its label is not lost to rounding.
+    let lo = 10f64.powf(lo.log10().floor()) * 0.999;
+    let hi = 10f64.powf((hi * 1.5).log10().ceil()).max(lo * 100.0);
+    (lo, hi)
+}
+
+fn num_label(v: &f64) -> String {
+    if *v >= 1000.0 && (*v / 1000.0).fract() == 0.0 {
+        format!("{}k", v / 1000.0)
+    } else if *v >= 10.0 || *v == 0.0 {
+        format!("{v:.0}")
+    } else {
+        let decimals = (-v.log10().floor()).max(0.0) as usize + 1;
+        let s = format!("{v:.decimals$}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn throughput_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
+    let plot = panel(area, "Throughput", &[])?;
+    let lines: Vec<&Line> = d
+        .mib
+        .iter()
+        .chain(d.observed.iter().map(|o| &o.mib))
+        .collect();
+    let top = linear_top(values(&lines));
+    let mut c = chart(&plot, d, 0.0..top, false)?;
+    mesh(&mut c, "MiB/s", 6, false)?;
+    for (t, line) in lines.iter().enumerate() {
+        draw_line(&mut c, line, colour(t).stroke_width(2))?;
+    }
+    segment_labels(&c, segs, top)?;
+    marks(&c, segs, d, top, 0.0)
+}
+
+fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
+    let keys = [
+        Key::solid("p99", INK, 3),
+        Key::solid("max", RGBColor(150, 150, 150), 1),
+    ];
+    let plot = panel(area, "Write latency", &keys)?;
+    let all: Vec<&Line> = d.p99.iter().chain(&d.max).collect();
+    let longest = d
+        .observed
+        .iter()
+        .flat_map(|o| o.longest.iter().map(|p| p.1));
+    let (lo, hi) = log_range(values(&all).chain(longest));
+    let mut c = chart(&plot, d, (lo..hi).log_scale(), false)?;
+    // One label per decade.
+    let decades = (hi / lo).log10().round() as usize;
+    mesh(&mut c, "ms (log scale)", decades + 1, false)?;
+    for (t, line) in d.max.iter().enumerate() {
+        draw_line(&mut c, line, colour(t).mix(0.55).stroke_width(1))?;
+    }
+    for (t, line) in d.p99.iter().enumerate() {
+        draw_line(&mut c, line, colour(t).stroke_width(2))?;
+    }
+    let n = d.p99.len();
+    for (i, o) in d.observed.iter().enumerate() {
+        let style = colour(n + i).filled();
+        c.draw_series(o.longest.iter().map(|&p| Circle::new(p, 4, style)))?;
+    }
+    marks(&c, segs, d, hi, lo)
+}
+
+fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
+    let keys = [
+        Key::solid("Dirty", DIRTY, 2),
+        Key::solid("Writeback", WRITEBACK, 2),
+        Key::dashed("background threshold", BG_THRESH),
+        Key::dashed("threshold", THRESH),
+    ];
+    let plot = panel(area, "Dirty memory (system-wide)", &keys)?;
+    let lines = [&d.dirty, &d.writeback, &d.bg_thresh, &d.thresh];
+    let top = linear_top(values(&lines));
+    let mut c = chart(&plot, d, 0.0..top, true)?;
+    mesh(&mut c, "MiB", 6, true)?;
+    draw_dashed(&mut c, &d.bg_thresh, BG_THRESH.stroke_width(2))?;
+    draw_dashed(&mut c, &d.thresh, THRESH.stroke_width(2))?;
+    draw_line(&mut c, &d.writeback, WRITEBACK.stroke_width(2))?;
+    draw_line(&mut c, &d.dirty, DIRTY.stroke_width(2))?;
+    if lines.iter().all(|l| l.is_empty()) {
+        let pos = Pos::new(HPos::Center, VPos::Center);
+        let note = text_style(TEXT, INK).pos(pos);
+        let area = c.plotting_area().strip_coord_spec();
+        let (w, h) = area.dim_in_pixel();
+        let at = (w as i32 / 2, h as i32 / 2);
+        area.draw_text("no kernel counters in this span", &note, at)?;
+    }
+    marks(&c, segs, d, top, 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cause::{Attribution, Confidence, Evidence};
+    use crate::model::ops::{new_histogram, OpKind, StallEvent};
+    use crate::model::snapshot::BdpStats;
+    use hdrhistogram::Histogram;
+
+    fn meta(path: &str, fs: &str) -> TargetMeta {
+        TargetMeta {
+            path: path.into(),
+            fs: fs.into(),
+            device: "/dev/loop0 (7:0)".into(),
+            mount_options: "rw,relatime".into(),
+        }
+    }
+
+    fn hist(values: &[u64]) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for &v in values {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    fn ti(target: usize, active: bool, mode: Mode, threads: u32, lat_us: &[u64]) -> TargetInterval {
+        TargetInterval {
+            target,
+            active,
+            mode,
+            threads,
+            ops: lat_us.len() as u64,
+            bytes: lat_us.len() as u64 * 818,
+            hist: hist(lat_us),
+            sync_hist: new_histogram(),
+            stalls: 0,
+            minflt: 0,
+            majflt: 0,
+            bdp: None,
+            wb_waits: None,
+            failed: false,
+        }
+    }
+
+    /// The interval ending at second `i + 1`.
+    fn snap(i: u64, targets: Vec<TargetInterval>, stalls: Vec<Stall>) -> Snapshot {
+        Snapshot {
+            index: i,
+            t_s: (i + 1) as f64,
+            interval_s: 1.0,
+            targets,
+            stalls,
+            kernel: None,
+            raw: None,
+            wb_starts: None,
+            in_progress: Vec::new(),
+            events: Vec::new(),
+            observed: Vec::new(),
+            observed_stalls: Vec::new(),
+        }
+    }
+
+    fn stall(target: usize, start_s: f64, dur_ms: u64, cause: Cause) -> Stall {
+        Stall {
+            ev: StallEvent {
+                target,
+                thread: 0,
+                op: if cause == Cause::Sync {
+                    OpKind::Sync
+                } else {
+                    OpKind::Write
+                },
+                start_ns: (start_s * 1e9) as u64,
+                dur_ns: dur_ms * 1_000_000,
+            },
+            why: Attribution {
+                cause,
+                confidence: Confidence::High,
+                evidence: Evidence::default(),
+            },
+        }
+    }
+
+    fn kernel(dirty_kib: u64) -> KernelInterval {
+        KernelInterval {
+            dirty_kib: Some(dirty_kib),
+            writeback_kib: Some(dirty_kib / 4),
+            dirty_thresh_kib: Some(256 << 10),
+            dirty_bg_thresh_kib: Some(64 << 10),
+            nr_dirty: None,
+            nr_writeback: None,
+            dirtied_pages: None,
+            written_pages: None,
+            pgmajfault: None,
+            psi_io_some_pct: Some(12.5),
+            psi_io_full_pct: None,
+            devs: vec![None],
+        }
+    }
+
+    fn input<'a>(targets: &'a [TargetMeta], snaps: &'a [Snapshot]) -> ReportInput<'a> {
+        ReportInput {
+            title: "mmap × 4 threads, 818 B records, periodic:10s — lab, 6.1".into(),
+            targets,
+            snapshots: snaps,
+            from_s: None,
+            to_s: None,
+        }
+    }
+
+    /// Writers on target 0 (mmap × 4, then buffered × 4), then on target 1.
+    fn moving() -> (Vec<TargetMeta>, Vec<Snapshot>) {
+        let targets = vec![meta("/lab/ext4", "ext4"), meta("/lab/xfs", "xfs")];
+        let setting = |i: u64| match i {
+            0..=2 => (0, Mode::Mmap),
+            3..=5 => (0, Mode::Buffered),
+            _ => (1, Mode::Buffered),
+        };
+        let snaps = (0..8)
+            .map(|i| {
+                let (on, mode) = setting(i);
+                let lat: Vec<u64> = (1..=10 * (i + 1)).collect();
+                let ts = (0..2)
+                    .map(|t| ti(t, t == on, mode, 4, if t == on { &lat } else { &[] }))
+                    .collect();
+                snap(i, ts, Vec::new())
+            })
+            .collect();
+        (targets, snaps)
+    }
+
+    #[test]
+    fn segments_split_on_mode_change_and_target_switch() {
+        let (targets, snaps) = moving();
+        let segs = summarize(&input(&targets, &snaps));
+        let got: Vec<_> = segs
+            .iter()
+            .map(|s| (s.target, s.mode, s.from_s, s.to_s, s.intervals))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, Some(Mode::Mmap), 0.0, 3.0, 3),
+                (0, Some(Mode::Buffered), 3.0, 6.0, 3),
+                (1, Some(Mode::Buffered), 6.0, 8.0, 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_thread_change_or_an_idle_gap_starts_a_new_segment() {
+        let targets = [meta("/a", "ext4")];
+        let snaps: Vec<Snapshot> = [(true, 4), (true, 8), (false, 8), (true, 8)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(active, threads))| {
+                snap(
+                    i as u64,
+                    vec![ti(0, active, Mode::Mmap, threads, &[5])],
+                    vec![],
+                )
+            })
+            .collect();
+        let segs = summarize(&input(&targets, &snaps));
+        let got: Vec<_> = segs.iter().map(|s| (s.threads, s.intervals)).collect();
+        assert_eq!(got, vec![(Some(4), 1), (Some(8), 1), (Some(8), 1)]);
+    }
+
+    #[test]
+    fn median_of_per_interval_rates() {
+        let targets = [meta("/a", "ext4")];
+        let snaps: Vec<Snapshot> = [3usize, 100, 5, 7]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                snap(
+                    i as u64,
+                    vec![ti(0, true, Mode::Mmap, 4, &vec![10; n])],
+                    vec![],
+                )
+            })
+            .collect();
+        let seg = &summarize(&input(&targets, &snaps))[0];
+        assert_eq!(seg.median_ops_per_s, 6.0);
+        assert!((seg.median_mib_per_s - 6.0 * 818.0 / 1048576.0).abs() < 1e-12);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![]), 0.0);
+    }
+
+    #[test]
+    fn merged_percentiles_equal_one_histogram_of_all_values() {
+        let (targets, snaps) = moving();
+        let segs = summarize(&input(&targets, &snaps));
+        let mmap: Vec<u64> = (0..3u64).flat_map(|i| 1..=10 * (i + 1)).collect();
+        assert_eq!(segs[0].lat, LatSummary::of(&hist(&mmap)));
+        assert_eq!(segs[0].ops, mmap.len() as u64);
+        // The whole-span line equals the run summary's: every interval merged.
+        let all: Vec<u64> = (0..6u64).flat_map(|i| 1..=10 * (i + 1)).collect();
+        let t0 = &totals(&input(&targets, &snaps))[0];
+        assert_eq!((t0.mode, t0.intervals), (None, 8));
+        assert_eq!(t0.lat, LatSummary::of(&hist(&all)));
+    }
+
+    #[test]
+    fn stalls_count_by_cause_per_segment_and_target() {
+        let (targets, mut snaps) = moving();
+        snaps[0].stalls = vec![stall(0, 0.5, 200, Cause::DirtyThrottle)];
+        snaps[1].stalls = vec![
+            stall(0, 1.5, 300, Cause::DirtyThrottle),
+            stall(1, 1.6, 900, Cause::Unknown),
+        ];
+        // Started in the mmap segment, reported once it ended in the next one.
+        snaps[4].stalls = vec![
+            stall(0, 2.9, 1500, Cause::Sync),
+            stall(0, 4.2, 120, Cause::Sync),
+        ];
+        let segs = summarize(&input(&targets, &snaps));
+        let (a, b) = (&segs[0], &segs[1]);
+        assert_eq!((a.stalls, a.stall_ns), (3, 2_000_000_000));
+        assert_eq!(a.by_cause[&Cause::DirtyThrottle].count, 2);
+        assert_eq!(a.by_cause[&Cause::Sync].count, 1);
+        assert!(!a.by_cause.contains_key(&Cause::Unknown));
+        assert_eq!((b.stalls, b.by_cause[&Cause::Sync].ms), (1, 120.0));
+        assert_eq!(segs[2].stalls, 0);
+        let text = render_text(&segs, &input(&targets, &snaps));
+        assert!(
+            text.contains("dirty_throttle 2 (0.50 s), sync 1 (1.50 s)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn from_and_to_keep_intervals_ending_in_the_span() {
+        let (targets, snaps) = moving();
+        let mut inp = input(&targets, &snaps);
+        (inp.from_s, inp.to_s) = (Some(2.0), Some(4.0));
+        let ends: Vec<f64> = inp.selected().map(|s| s.t_s).collect();
+        assert_eq!(ends, vec![3.0, 4.0]);
+        assert_eq!(inp.span(), Some((2.0, 4.0)));
+        let segs = summarize(&inp);
+        let got: Vec<_> = segs.iter().map(|s| (s.mode, s.from_s, s.to_s)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(Mode::Mmap), 2.0, 3.0),
+                (Some(Mode::Buffered), 3.0, 4.0)
+            ]
+        );
+        assert_eq!(render_csv(&inp).lines().count(), 1 + 2 * 2);
+        (inp.from_s, inp.to_s) = (Some(50.0), None);
+        assert!(summarize(&inp).is_empty());
+        assert!(render_text(&[], &inp).contains("no intervals"));
+        assert!(render_svg(&inp, &[]).is_err());
+    }
+
+    #[test]
+    fn text_has_a_line_per_segment_and_a_whole_span_line() {
+        let (targets, snaps) = moving();
+        let inp = input(&targets, &snaps);
+        let text = render_text(&summarize(&inp), &inp);
+        assert!(text.starts_with("stallscope report — mmap × 4 threads"));
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains("s  ")).collect();
+        assert!(text.contains("/lab/ext4  (ext4 on /dev/loop0 (7:0), rw,relatime)"));
+        assert_eq!(
+            rows.iter().filter(|l| l.contains(" all ")).count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(rows.iter().filter(|l| l.contains(" mmap ")).count(), 1);
+        assert_eq!(rows.iter().filter(|l| l.contains(" buffered ")).count(), 2);
+    }
+
+    /// A tiny CSV reader for the tests: quoted fields, doubled quotes.
+    fn csv_fields(line: &str) -> Vec<String> {
+        let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    cur.push('"');
+                    chars.next();
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => out.push(std::mem::take(&mut cur)),
+                _ => cur.push(c),
+            }
+        }
+        out.push(cur);
+        out
+    }
+
+    #[test]
+    fn csv_has_every_column_a_row_per_interval_and_target_and_empty_unknowns() {
+        let targets = vec![meta("/lab/a,\"b\"", "ext4"), meta("/lab/xfs", "xfs")];
+        let (_, mut snaps) = moving();
+        snaps[0].kernel = Some(kernel(100 << 10));
+        snaps[0].targets[0].bdp = Some(BdpStats {
+            events: 3,
+            pause_ms: 0,
+            max_pause_ms: 0,
+        });
+        let csv = render_csv(&input(&targets, &snaps));
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 1 + snaps.len() * 2);
+        let header = csv_fields(lines[0]);
+        for col in [
+            "t_s",
+            "target",
+            "fs",
+            "mode",
+            "threads",
+            "active",
+            "ops",
+            "ops_per_s",
+            "mib_per_s",
+            "lat_mean_us",
+            "lat_p50_us",
+            "lat_p95_us",
+            "lat_p99_us",
+            "lat_p999_us",
+            "lat_max_us",
+            "stalls",
+            "sync_ops",
+            "sync_max_ms",
+            "dirty_kib",
+            "writeback_kib",
+            "dirty_thresh_kib",
+            "dirty_bg_thresh_kib",
+            "psi_io_some_pct",
+            "psi_io_full_pct",
+            "dev_write_mib_per_s",
+            "dev_util_pct",
+            "dev_inflight",
+            "dev_w_await_ms",
+            "minflt",
+            "majflt",
+            "bdp_events",
+            "bdp_pause_ms",
+            "bdp_max_pause_ms",
+            "wb_waits",
+        ] {
+            assert!(header.iter().any(|h| h == col), "no column {col}");
+        }
+        let row = |i: usize| -> BTreeMap<String, String> {
+            header.iter().cloned().zip(csv_fields(lines[i])).collect()
+        };
+        let (r0, r1) = (row(1), row(3));
+        assert_eq!(csv_fields(lines[1]).len(), header.len());
+        assert_eq!(r0["target"], "/lab/a,\"b\"");
+        assert_eq!((r0["t_s"].as_str(), r0["ops"].as_str()), ("1", "10"));
+        assert_eq!(r0["dirty_kib"], (100 << 10).to_string());
+        assert_eq!(r0["psi_io_some_pct"], "12.5");
+        // Unknown is empty, a measured zero is 0.
+        assert_eq!(r0["psi_io_full_pct"], "");
+        assert_eq!(r0["dev_util_pct"], "");
+        assert_eq!(
+            (r0["bdp_events"].as_str(), r0["bdp_pause_ms"].as_str()),
+            ("3", "0")
+        );
+        assert_eq!(r0["wb_waits"], "");
+        assert_eq!(
+            (r0["sync_ops"].as_str(), r0["sync_max_ms"].as_str()),
+            ("0", "")
+        );
+        assert_eq!(r1["dirty_kib"], "");
+        assert_eq!(r1["bdp_events"], "");
+        // The idle target timed nothing: no latency, not 0 µs.
+        let idle = row(2);
+        assert_eq!(
+            (idle["active"].as_str(), idle["ops"].as_str()),
+            ("false", "0")
+        );
+        assert_eq!(idle["lat_p99_us"], "");
+        assert_eq!(r0["lat_max_us"], "10");
+    }
+
+    #[test]
+    fn svg_is_whole_and_names_the_workload_targets_and_each_stall() {
+        let (targets, snaps) = sample(40);
+        let inp = input(&targets, &snaps);
+        let svg = render_svg(&inp, &summarize(&inp)).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
+        assert!(svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+        assert!(svg.contains(&inp.title));
+        for t in &targets {
+            assert!(
+                svg.contains(&format!("{} ({})", t.path, t.fs)),
+                "{}",
+                t.path
+            );
+        }
+        let stalls: usize = snaps.iter().map(|s| s.stalls.len()).sum();
+        assert!(stalls > 5);
+        // A mark per stall on each of the three panels, and one in the legend.
+        assert_eq!(svg.matches("<polygon").count(), 3 * stalls + 1);
+        for word in [
+            "Throughput",
+            "Write latency",
+            "Dirty memory",
+            "threshold",
+            "seconds",
+        ] {
+            assert!(svg.contains(word), "{word}");
+        }
+    }
+
+    #[test]
+    fn svg_of_an_observe_recording_charts_the_process_and_its_stalls() {
+        let snaps: Vec<Snapshot> = (0..10)
+            .map(|i| {
+                let mut s = snap(i, vec![], vec![]);
+                s.observed = vec![crate::model::snapshot::ObservedInterval {
+                    pid: 42,
+                    comm: "java".into(),
+                    alive: true,
+                    samples: 20,
+                    write_bytes: Some((20 + i) << 20),
+                    ..Default::default()
+                }];
+                if i % 3 == 0 {
+                    let st = stall(
+                        crate::model::snapshot::OBSERVED,
+                        i as f64 + 0.2,
+                        400,
+                        Cause::DirtyThrottle,
+                    );
+                    s.observed_stalls = vec![crate::model::snapshot::ObservedStall {
+                        pid: 42,
+                        comm: "java".into(),
+                        thread_comm: "MutationStage".into(),
+                        stall: st,
+                    }];
+                }
+                s
+            })
+            .collect();
+        let inp = input(&[], &snaps);
+        let d = ChartData::of(&inp).unwrap();
+        assert_eq!(d.observed.len(), 1);
+        assert_eq!(
+            d.observed[0].longest.len(),
+            4,
+            "one point per interval with a stall"
+        );
+        assert_eq!(d.observed[0].longest[0].1, 400.0);
+        assert_eq!(d.observed[0].mib[0][0], (1.0, 20.0));
+        assert_eq!(d.stalls.len(), 4, "observed stalls are marked");
+        let svg = render_svg(&inp, &[]).unwrap();
+        assert!(svg.contains("java (pid 42), observed"), "legend names it");
+        assert!(svg.matches("<circle").count() >= 4, "its stalls drawn");
+    }
+
+    #[test]
+    fn svg_converts_to_png() {
+        let Ok(out) = std::process::Command::new("rsvg-convert")
+            .arg("--version")
+            .output()
+        else {
+            println!("SKIPPED svg_converts_to_png: rsvg-convert not installed (apt-get install librsvg2-bin)");
+            return;
+        };
+        assert!(out.status.success());
+        let dir = tempfile::tempdir().unwrap();
+        let png = write_chart(&dir.path().join("chart.svg"));
+        let bytes = std::fs::read(png).unwrap();
+        assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    }
+
+    /// Writes the 120 s sample chart as SVG and PNG to
+    /// `$STALLSCOPE_SAMPLE_DIR`, to look at.
+    #[test]
+    #[ignore]
+    fn write_sample_chart() {
+        let dir = std::env::var("STALLSCOPE_SAMPLE_DIR").expect("STALLSCOPE_SAMPLE_DIR");
+        let png = write_chart(&std::path::Path::new(&dir).join("report-sample.svg"));
+        let (targets, snaps) = sample(120);
+        let inp = input(&targets, &snaps);
+        println!("{}\n{}", render_text(&summarize(&inp), &inp), png.display());
+    }
+
+    /// Renders the sample to `svg` and converts it to PNG beside it.
+    fn write_chart(svg: &std::path::Path) -> std::path::PathBuf {
+        let (targets, snaps) = sample(120);
+        let inp = input(&targets, &snaps);
+        std::fs::write(svg, render_svg(&inp, &summarize(&inp)).unwrap()).unwrap();
+        let png = svg.with_extension("png");
+        let st = std::process::Command::new("rsvg-convert")
+            .args(["-b", "white", "-o"])
+            .arg(&png)
+            .arg(svg)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        png
+    }
+
+    /// A deterministic pseudo-random number in 0..1.
+    fn noise(seed: u64) -> f64 {
+        let x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((x >> 33) % 10_000) as f64 / 10_000.0
+    }
+
+    /// A realistic session: mmap × 4 on ext4, 8 threads from 50 s, then the
+    /// writers move to xfs at 80 s. Dirty memory climbs to the throttle
+    /// point, each periodic msync takes seconds and drains it, and throttled
+    /// writes stall every few seconds.
+    fn sample(secs: u64) -> (Vec<TargetMeta>, Vec<Snapshot>) {
+        let targets = vec![
+            meta("/var/tmp/lab/ext4", "ext4"),
+            meta("/var/tmp/lab/xfs", "xfs"),
+        ];
+        let mut dirty = 40.0f64;
+        let mut pending: Vec<Stall> = Vec::new();
+        let mut snaps = Vec::new();
+        for i in 0..secs {
+            let t = i as f64;
+            let on = usize::from(t >= 80.0);
+            let threads = if (50.0..80.0).contains(&t) { 8 } else { 4 };
+            let sync_now = i % 10 == 9;
+            dirty = if sync_now {
+                dirty * 0.3
+            } else {
+                (dirty + 28.0).min(215.0)
+            };
+            let throttled = dirty > 160.0;
+            if throttled && i % 3 == 0 {
+                let d = 150 + (noise(i) * 300.0) as u64;
+                pending.push(stall(on, t + noise(i + 7), d, Cause::DirtyThrottle));
+            }
+            if sync_now {
+                let d = 800 + (noise(i + 3) * 2500.0) as u64;
+                pending.push(stall(on, t + 0.2, d, Cause::Sync));
+            }
+            let end = t + 1.0;
+            let (done, rest): (Vec<Stall>, Vec<Stall>) = pending
+                .into_iter()
+                .partition(|s| (s.ev.start_ns + s.ev.dur_ns) as f64 / 1e9 <= end);
+            pending = rest;
+            let targets_now = (0..2)
+                .map(|target| {
+                    let mine: Vec<&Stall> = done.iter().filter(|s| s.ev.target == target).collect();
+                    interval(target, target == on, threads, i, throttled, &mine)
+                })
+                .collect();
+            let mut s = snap(i, targets_now, done);
+            s.kernel = Some(KernelInterval {
+                writeback_kib: Some(
+                    ((if sync_now {
+                        120.0
+                    } else {
+                        8.0 + noise(i) * 20.0
+                    }) * 1024.0) as u64,
+                ),
+                ..kernel((dirty * 1024.0) as u64)
+            });
+            snaps.push(s);
+        }
+        (targets, snaps)
+    }
+
+    /// One target's interval: ~20k fast ops/s per 4 threads, fewer and
+    /// slower when throttled, plus the stalls that ended in it.
+    fn interval(
+        target: usize,
+        active: bool,
+        threads: u32,
+        i: u64,
+        throttled: bool,
+        stalls: &[&Stall],
+    ) -> TargetInterval {
+        let mut t = ti(target, active, Mode::Mmap, threads, &[]);
+        if !active {
+            return t;
+        }
+        let base = 5000.0 * threads as f64 * if target == 1 { 0.6 } else { 1.0 };
+        let ops = (base * if throttled { 0.35 } else { 1.0 } * (0.85 + 0.3 * noise(i))) as u64;
+        let slow = if throttled { ops / 50 } else { ops / 500 };
+        t.hist
+            .record_n(4 + (noise(i + 1) * 6.0) as u64, ops - slow)
+            .unwrap();
+        t.hist
+            .record_n(800 + (noise(i + 2) * 4000.0) as u64, slow)
+            .unwrap();
+        for s in stalls {
+            t.hist.record(s.ev.dur_ns / 1000).unwrap();
+        }
+        t.mode = if target == 1 {
+            Mode::Buffered
+        } else {
+            Mode::Mmap
+        };
+        t.ops = ops;
+        t.bytes = ops * 818;
+        t.stalls = stalls.len() as u32;
+        t
+    }
+}

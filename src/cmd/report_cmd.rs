@@ -1,0 +1,72 @@
+//! `stallscope report FILE`: read a recording, print the per-segment
+//! summary, and write the SVG chart and the CSV when asked. Output files are
+//! written to a temporary name and renamed, so a failed run leaves none.
+
+use crate::base::error::UsageError;
+use crate::base::units::Dur;
+use crate::cmd::report::{render_csv, render_svg, render_text, summarize, ReportInput};
+use std::path::Path;
+
+pub fn run(
+    file: &Path,
+    svg: Option<&Path>,
+    csv: Option<&Path>,
+    from: Option<Dur>,
+    to: Option<Dur>,
+) -> anyhow::Result<()> {
+    for out in [svg, csv].into_iter().flatten() {
+        let dir = out
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(UsageError::new(format!(
+                "{}: {} is not a directory",
+                out.display(),
+                dir.display()
+            ))
+            .into());
+        }
+    }
+    let rec = crate::sink::recording::read(file).map_err(|e| UsageError::new(format!("{e:#}")))?;
+    if let Some(note) = rec.damage_note() {
+        eprintln!("stallscope: {note}");
+    }
+    let h = &rec.header;
+    let input = ReportInput {
+        title: format!("{} — {}, Linux {}", h.workload(), h.host, h.kernel),
+        targets: &h.targets,
+        snapshots: &rec.snapshots,
+        from_s: from.map(|d| d.0.as_secs_f64()),
+        to_s: to.map(|d| d.0.as_secs_f64()),
+    };
+    if input.selected().next().is_none() {
+        return Err(UsageError::new(format!(
+            "{}: no intervals in the chosen span ({} in the file)",
+            file.display(),
+            rec.snapshots.len()
+        ))
+        .into());
+    }
+    let segs = summarize(&input);
+    print!("{}", render_text(&segs, &input));
+    if let Some(out) = svg {
+        let text = render_svg(&input, &segs).map_err(anyhow::Error::msg)?;
+        write_atomic(out, text.as_bytes())?;
+        eprintln!("stallscope: wrote {}", out.display());
+    }
+    if let Some(out) = csv {
+        write_atomic(out, render_csv(&input).as_bytes())?;
+        eprintln!("stallscope: wrote {}", out.display());
+    }
+    Ok(())
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("stallscope-tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!("{}: {e}", path.display())
+    })
+}

@@ -1,0 +1,1100 @@
+//! The aggregator: a pure fold of writer messages into per-interval
+//! snapshots. `fold` takes a message, `tick(now)` emits every interval whose
+//! end plus a grace period has passed. No threads, no clock: tests drive it.
+
+use crate::config::Mode;
+use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace};
+use crate::fold::derive::derive;
+use crate::model::kernel::TraceKind;
+use crate::model::kernel::{KernelInterval, ProcSample};
+use crate::model::observed::{ObsStall, ObsTick, Watched};
+use crate::model::ops::{new_histogram, Batch, EventKind, Msg, StallEvent};
+use crate::model::snapshot::{
+    BdpStats, InProgress, LiveStall, ObservedInterval, ObservedStall, ObservedSummary, RunEvent,
+    Snapshot, Stall, Summary, TargetInterval, TargetSummary, OBSERVED,
+};
+use hdrhistogram::Histogram;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// How far back kernel intervals are kept for attribution (a stall longer
+/// than this is attributed on what is left).
+pub const HISTORY_NS: u64 = 120_000_000_000;
+
+/// How far back our threads' trace events are kept, and at most how many:
+/// a stall is attributed within an interval or two of its end, and a stall
+/// longer than this still has its last 30 s of events. Throttled writers
+/// make hundreds of events a second; a longer window only made memory
+/// creep up for minutes before it levelled (the soak's RSS check).
+pub const TRACE_HISTORY_NS: u64 = 30_000_000_000;
+pub const MAX_TRACE_EVENTS: usize = 100_000;
+
+/// Batches are flushed every 100 ms; wait a little longer for stragglers.
+pub const GRACE_NS: u64 = 150_000_000;
+
+#[derive(Clone, Debug)]
+struct Acc {
+    ops: u64,
+    bytes: u64,
+    hist: Histogram<u64>,
+    sync_hist: Histogram<u64>,
+    stalls: Vec<StallEvent>,
+    minflt: u64,
+    majflt: u64,
+    bdp: BdpStats,
+    wb_waits: u64,
+}
+
+impl Acc {
+    fn new() -> Acc {
+        Acc {
+            ops: 0,
+            bytes: 0,
+            hist: new_histogram(),
+            sync_hist: new_histogram(),
+            stalls: Vec::new(),
+            minflt: 0,
+            majflt: 0,
+            bdp: BdpStats::default(),
+            wb_waits: 0,
+        }
+    }
+}
+
+/// Counts one thread's trace event into an interval's throttle figures.
+fn add_thread_event(kind: &TraceKind, bdp: &mut BdpStats, wb_waits: &mut u64) {
+    match kind {
+        TraceKind::BalanceDirtyPages { pause_ms, .. } => {
+            let p = (*pause_ms).max(0) as u64;
+            bdp.events += 1;
+            bdp.pause_ms += p;
+            bdp.max_pause_ms = bdp.max_pause_ms.max(p);
+        }
+        TraceKind::WaitWriteback { .. } => *wb_waits += 1,
+        TraceKind::WritebackStart { .. } => {}
+    }
+}
+
+/// Counts one stall into whole-run totals (a target's or a process's).
+fn tally(
+    stalls: &mut u64,
+    stall_ns: &mut u64,
+    by_cause: &mut BTreeMap<crate::model::cause::Cause, crate::model::snapshot::CauseTotal>,
+    s: &Stall,
+) {
+    *stalls += 1;
+    *stall_ns += s.ev.dur_ns;
+    let c = by_cause.entry(s.why.cause).or_default();
+    c.count += 1;
+    c.ms += s.ev.dur_ns as f64 / 1e6;
+}
+
+/// One observed process over one interval being filled.
+#[derive(Clone, Debug, Default)]
+struct ObsAcc {
+    samples: u32,
+    threads: u32,
+    d_sum: u64,
+    d_max: u32,
+    minflt: u64,
+    majflt: u64,
+    write_bytes: u64,
+    /// Some sample could not read /proc/PID/io: write_bytes is unknown.
+    unreadable_io: bool,
+    bdp: BdpStats,
+    wb_waits: u64,
+    exited: bool,
+}
+
+impl ObsAcc {
+    /// One sample of one process.
+    fn of_tick(t: &crate::model::observed::ProcTick) -> ObsAcc {
+        ObsAcc {
+            samples: 1,
+            threads: t.threads,
+            d_sum: u64::from(t.d_threads),
+            d_max: t.d_threads,
+            minflt: t.minflt,
+            majflt: t.majflt,
+            write_bytes: t.write_bytes.unwrap_or(0),
+            unreadable_io: t.write_bytes.is_none(),
+            ..ObsAcc::default()
+        }
+    }
+
+    fn add(&mut self, o: &ObsAcc) {
+        self.samples += o.samples;
+        self.threads = if o.samples > 0 {
+            o.threads
+        } else {
+            self.threads
+        };
+        self.d_sum += o.d_sum;
+        self.d_max = self.d_max.max(o.d_max);
+        self.minflt += o.minflt;
+        self.majflt += o.majflt;
+        self.unreadable_io |= o.unreadable_io;
+        self.write_bytes += o.write_bytes;
+        self.bdp.events += o.bdp.events;
+        self.bdp.pause_ms += o.bdp.pause_ms;
+        self.bdp.max_pause_ms = self.bdp.max_pause_ms.max(o.bdp.max_pause_ms);
+        self.wb_waits += o.wb_waits;
+        self.exited |= o.exited;
+    }
+}
+
+/// One interval being filled.
+struct Pending {
+    accs: Vec<Acc>,
+    /// Observed processes by pid, and their threads' finished D-state runs.
+    observed: BTreeMap<u32, ObsAcc>,
+    obs_stalls: Vec<ObsStall>,
+    /// The raw kernel sample taken at the interval's end.
+    raw: Option<ProcSample>,
+    wb_starts: BTreeMap<String, u64>,
+}
+
+/// A trace event of one of our threads, on the run's clock.
+#[derive(Clone, Debug)]
+struct ThreadEvent {
+    t_ns: u64,
+    target: usize,
+    thread: u32,
+    kind: TraceKind,
+}
+
+/// Current mode and threads of a target (they can change at runtime).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TargetState {
+    pub mode: Mode,
+    pub threads: u32,
+    pub active: bool,
+}
+
+pub struct Aggregator {
+    interval_ns: u64,
+    state: Vec<TargetState>,
+    next_emit: u64,
+    /// pending[i] holds interval next_emit + i.
+    pending: VecDeque<Pending>,
+    /// Kernel thread id -> (target, thread) of our writers.
+    tids: HashMap<u32, (usize, u32)>,
+    /// Whether a trace session feeds us (else trace fields are unknown).
+    tracing: bool,
+    recent_trace: VecDeque<ThreadEvent>,
+    recent_kernel: VecDeque<(u64, KernelInterval)>,
+    /// The raw sample the next interval's kernel figures are derived from.
+    last_raw: Option<ProcSample>,
+    page_kib: u64,
+    /// Kernel stacks the watchdog took of stalled ops, until attributed.
+    stacks: HashMap<(usize, u32, u64), String>,
+    totals: Vec<TargetSummary>,
+    in_progress: Vec<InProgress>,
+    events: Vec<RunEvent>,
+    /// Emptied histograms to hand back to writers.
+    pub recycled: Vec<Histogram<u64>>,
+    /// Observe mode: the processes, their thread ids (tid -> pid), whether
+    /// the tid set changed since `take_observed_tids_changed`, and totals.
+    watched: Vec<Watched>,
+    obs_tids: HashMap<u32, u32>,
+    obs_tids_changed: bool,
+    obs_totals: BTreeMap<u32, ObservedSummary>,
+    /// Targets whose writers reported a fatal error since they started.
+    failed: Vec<bool>,
+    /// Observe mode: D-state runs past the threshold, still going.
+    obs_live: Vec<ObsStall>,
+    /// Set when the run stops: observe samples taken after it join the
+    /// last interval instead of opening one of their own.
+    end_ns: Option<u64>,
+}
+
+/// A target's whole-run figures before any op.
+fn empty_total(target: usize) -> TargetSummary {
+    TargetSummary {
+        target,
+        ops: 0,
+        bytes: 0,
+        hist: new_histogram(),
+        sync_hist: new_histogram(),
+        stalls: 0,
+        stall_ns: 0,
+        by_cause: BTreeMap::new(),
+    }
+}
+
+impl Aggregator {
+    pub fn new(interval_ns: u64, state: Vec<TargetState>) -> Aggregator {
+        let totals = (0..state.len()).map(empty_total).collect();
+        Aggregator {
+            interval_ns,
+            state,
+            next_emit: 0,
+            pending: VecDeque::new(),
+            tids: HashMap::new(),
+            tracing: false,
+            recent_trace: VecDeque::new(),
+            recent_kernel: VecDeque::new(),
+            stacks: HashMap::new(),
+            last_raw: None,
+            page_kib: 4,
+            totals,
+            in_progress: Vec::new(),
+            events: Vec::new(),
+            recycled: Vec::new(),
+            watched: Vec::new(),
+            obs_tids: HashMap::new(),
+            obs_tids_changed: false,
+            obs_totals: BTreeMap::new(),
+            end_ns: None,
+            failed: Vec::new(),
+            obs_live: Vec::new(),
+        }
+    }
+
+    /// The processes observe mode watches (their figures appear in every
+    /// snapshot from now on).
+    pub fn set_observed(&mut self, watched: Vec<Watched>) {
+        for w in &watched {
+            self.obs_totals.insert(
+                w.pid,
+                ObservedSummary {
+                    pid: w.pid,
+                    comm: w.comm.clone(),
+                    write_bytes: Some(0),
+                    ..ObservedSummary::default()
+                },
+            );
+        }
+        self.watched = watched;
+    }
+
+    /// The observed thread ids, when they changed since the last call (the
+    /// trace filter follows them).
+    pub fn take_observed_tids_changed(&mut self) -> Option<Vec<u32>> {
+        if !std::mem::take(&mut self.obs_tids_changed) {
+            return None;
+        }
+        let mut v: Vec<u32> = self.obs_tids.keys().copied().collect();
+        v.sort_unstable();
+        Some(v)
+    }
+
+    /// New writers on `target`: it is no longer marked failed.
+    pub fn clear_failed(&mut self, target: usize) {
+        if let Some(f) = self.failed.get_mut(target) {
+            *f = false;
+        }
+    }
+
+    /// The run's end; see `end_ns`.
+    pub fn set_end(&mut self, end_ns: u64) {
+        self.end_ns = Some(end_ns);
+    }
+
+    fn fold_observe(&mut self, t: ObsTick) {
+        let t_ns = self
+            .end_ns
+            .map_or(t.t_ns, |e| t.t_ns.min(e.saturating_sub(1)));
+        let idx = t_ns / self.interval_ns;
+        if let Some(tids) = t.tids {
+            self.obs_tids = tids.into_iter().collect();
+            self.obs_tids_changed = true;
+        }
+        for s in t.stalls.iter().chain(&t.ongoing) {
+            if let Some(st) = &s.stack {
+                self.stacks
+                    .insert((OBSERVED, s.tid, s.start_ns), st.clone());
+            }
+        }
+        self.obs_live = t.ongoing;
+        let p = self.pending_at(idx);
+        for pt in &t.procs {
+            p.observed
+                .entry(pt.pid)
+                .or_default()
+                .add(&ObsAcc::of_tick(pt));
+        }
+        for pid in &t.exited {
+            p.observed.entry(*pid).or_default().exited = true;
+        }
+        p.obs_stalls.extend(t.stalls);
+    }
+
+    /// A target added at runtime; returns its index.
+    pub fn add_target(&mut self, st: TargetState) -> usize {
+        let target = self.state.len();
+        self.state.push(st);
+        for p in &mut self.pending {
+            p.accs.push(Acc::new());
+        }
+        self.totals.push(empty_total(target));
+        target
+    }
+
+    pub fn state(&self, target: usize) -> Option<TargetState> {
+        self.state.get(target).copied()
+    }
+
+    pub fn set_state(&mut self, target: usize, st: TargetState) {
+        if let Some(s) = self.state.get_mut(target) {
+            *s = st;
+        }
+    }
+
+    /// Trace events will be folded in (their absence then means zero).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.tracing = on;
+    }
+
+    /// Maps a kernel thread id to one of our threads.
+    pub fn set_tid(&mut self, tid: u32, target: usize, thread: u32) {
+        self.tids.insert(tid, (target, thread));
+    }
+
+    fn pending_at(&mut self, interval: u64) -> &mut Pending {
+        // Late data (a thread blocked past the grace) joins the oldest open interval.
+        let i = interval.saturating_sub(self.next_emit) as usize;
+        let n = self.state.len();
+        while self.pending.len() <= i {
+            self.pending.push_back(Pending {
+                accs: (0..n).map(|_| Acc::new()).collect(),
+                observed: BTreeMap::new(),
+                obs_stalls: Vec::new(),
+                raw: None,
+                wb_starts: BTreeMap::new(),
+            });
+        }
+        &mut self.pending[i]
+    }
+
+    fn slot(&mut self, interval: u64, target: usize) -> &mut Acc {
+        &mut self.pending_at(interval).accs[target]
+    }
+
+    /// The raw kernel sample at the start of the run; kernel figures of
+    /// each interval are derived at emit time from consecutive raw samples,
+    /// the same way replay derives them from a recording.
+    pub fn set_kernel_base(&mut self, start: ProcSample, page_kib: u64) {
+        self.last_raw = Some(start);
+        self.page_kib = page_kib;
+    }
+
+    /// Folds every open interval after `index` into `index` (the ops that
+    /// finish while writers stop, however long that takes, form one tail).
+    pub fn merge_open_after(&mut self, index: u64) {
+        let keep = (index.saturating_sub(self.next_emit) + 1) as usize;
+        if self.pending.len() <= keep {
+            return;
+        }
+        let extra: Vec<Pending> = self.pending.drain(keep..).collect();
+        let tail = self.pending_at(index);
+        for p in extra {
+            for (a, b) in tail.accs.iter_mut().zip(p.accs) {
+                a.ops += b.ops;
+                a.bytes += b.bytes;
+                let _ = a.hist.add(&b.hist);
+                let _ = a.sync_hist.add(&b.sync_hist);
+                a.stalls.extend(b.stalls);
+                a.minflt += b.minflt;
+                a.majflt += b.majflt;
+                a.bdp.events += b.bdp.events;
+                a.bdp.pause_ms += b.bdp.pause_ms;
+                a.bdp.max_pause_ms = a.bdp.max_pause_ms.max(b.bdp.max_pause_ms);
+                a.wb_waits += b.wb_waits;
+            }
+            for (k, v) in p.wb_starts {
+                *tail.wb_starts.entry(k).or_insert(0) += v;
+            }
+            for (pid, o) in p.observed {
+                tail.observed.entry(pid).or_default().add(&o);
+            }
+            tail.obs_stalls.extend(p.obs_stalls);
+        }
+    }
+
+    /// The newest interval that holds data and is not emitted yet.
+    pub fn last_open_index(&self) -> Option<u64> {
+        self.pending
+            .len()
+            .checked_sub(1)
+            .map(|i| self.next_emit + i as u64)
+    }
+
+    /// The raw kernel sample taken at the end of interval `index` (a late
+    /// one joins the oldest open interval).
+    pub fn fold_kernel(&mut self, index: u64, raw: ProcSample) {
+        self.pending_at(index).raw = Some(raw);
+    }
+
+    /// One trace event; `t_ns` on the run's clock.
+    pub fn fold_trace(&mut self, t_ns: u64, tid: u32, kind: TraceKind) {
+        let idx = t_ns / self.interval_ns;
+        if let TraceKind::WritebackStart { reason, .. } = &kind {
+            *self
+                .pending_at(idx)
+                .wb_starts
+                .entry(reason.clone())
+                .or_insert(0) += 1;
+            return;
+        }
+        // An observed process's thread, or one of our writers.
+        let (target, thread) = if let Some(&pid) = self.obs_tids.get(&tid) {
+            let a = self.pending_at(idx).observed.entry(pid).or_default();
+            add_thread_event(&kind, &mut a.bdp, &mut a.wb_waits);
+            (OBSERVED, tid)
+        } else if let Some(&(target, thread)) = self.tids.get(&tid) {
+            let acc = self.slot(idx, target);
+            add_thread_event(&kind, &mut acc.bdp, &mut acc.wb_waits);
+            (target, thread)
+        } else {
+            return;
+        };
+        if self.recent_trace.len() >= MAX_TRACE_EVENTS {
+            self.recent_trace.pop_front();
+        }
+        self.recent_trace.push_back(ThreadEvent {
+            t_ns,
+            target,
+            thread,
+            kind,
+        });
+    }
+
+    pub fn fold(&mut self, msg: Msg) {
+        match msg {
+            Msg::Batch(b) => self.fold_batch(*b),
+            Msg::StallInProgress {
+                target,
+                thread,
+                op,
+                start_ns,
+                stack,
+            } => {
+                if let Some(st) = &stack {
+                    self.stacks.insert((target, thread, start_ns), st.clone());
+                }
+                let ip = InProgress {
+                    target,
+                    thread,
+                    op,
+                    start_ns,
+                    stack,
+                };
+                if !self.in_progress.contains(&ip) {
+                    self.in_progress.push(ip);
+                }
+            }
+            Msg::Observe(t) => self.fold_observe(*t),
+            Msg::Event {
+                target,
+                thread,
+                t_ns,
+                kind,
+                message,
+            } => {
+                if let (Some(th), EventKind::WriterError) = (thread, kind) {
+                    // A thread that failed inside an op will never finish it.
+                    self.in_progress
+                        .retain(|p| !(p.target == target && p.thread == th));
+                    if self.failed.len() <= target {
+                        self.failed.resize(target + 1, false);
+                    }
+                    self.failed[target] = true;
+                }
+                self.events.push(RunEvent {
+                    target,
+                    t_ns,
+                    kind,
+                    message,
+                });
+            }
+        }
+    }
+
+    fn fold_batch(&mut self, mut b: Batch) {
+        if b.target >= self.state.len() {
+            return;
+        }
+        for s in &b.stalls {
+            self.in_progress.retain(|p| {
+                !(p.target == s.target && p.thread == s.thread && p.start_ns == s.start_ns)
+            });
+        }
+        let acc = self.slot(b.interval, b.target);
+        acc.minflt += b.minflt;
+        acc.majflt += b.majflt;
+        acc.ops += b.ops;
+        acc.bytes += b.bytes;
+        let _ = acc.hist.add(&b.hist);
+        let _ = acc.sync_hist.add(&b.sync_hist);
+        acc.stalls.append(&mut b.stalls);
+        for mut h in [b.hist, b.sync_hist] {
+            if self.recycled.len() < 256 {
+                h.reset();
+                self.recycled.push(h);
+            }
+        }
+    }
+
+    /// Emits every interval that ended at least `GRACE_NS` before `now_ns`.
+    pub fn tick(&mut self, now_ns: u64) -> Vec<Snapshot> {
+        let mut out = Vec::new();
+        while (self.next_emit + 1) * self.interval_ns + GRACE_NS <= now_ns {
+            out.push(self.emit(self.interval_ns));
+        }
+        out
+    }
+
+    /// Emits what is left when the run stops at `end_ns` (a trailing partial
+    /// interval only if it is at least half an interval long) and the summary.
+    pub fn finish(mut self, end_ns: u64) -> (Vec<Snapshot>, Summary) {
+        let mut out = Vec::new();
+        while (self.next_emit + 1) * self.interval_ns <= end_ns {
+            out.push(self.emit(self.interval_ns));
+        }
+        let partial = end_ns.saturating_sub(self.next_emit * self.interval_ns);
+        // A trailing partial interval is emitted with its true length, so
+        // the intervals always add up to the summary (report relies on it).
+        if !self.pending.is_empty() && partial > 0 {
+            out.push(self.emit(partial));
+        }
+        // Ops that finished while the writers were stopping: emitted too, so
+        // the snapshots still add up to the summary.
+        while !self.pending.is_empty() {
+            out.push(self.emit(self.interval_ns));
+        }
+        let summary = Summary {
+            duration_s: end_ns as f64 / 1e9,
+            targets: self.totals,
+            observed: self.obs_totals.into_values().collect(),
+        };
+        (out, summary)
+    }
+
+    fn add_totals(&mut self, accs: &[Acc]) {
+        for (t, a) in self.totals.iter_mut().zip(accs) {
+            t.ops += a.ops;
+            t.bytes += a.bytes;
+            let _ = t.hist.add(&a.hist);
+            let _ = t.sync_hist.add(&a.sync_hist);
+        }
+    }
+
+    fn add_stalls(&mut self, stalls: &[Stall]) {
+        for s in stalls {
+            if let Some(t) = self.totals.get_mut(s.ev.target) {
+                tally(&mut t.stalls, &mut t.stall_ns, &mut t.by_cause, s);
+            }
+        }
+    }
+
+    /// What tracing saw of one thread during [start, end].
+    fn thread_trace(&self, ev: &StallEvent) -> ThreadTrace {
+        let (from, to) = (
+            ev.start_ns.saturating_sub(1_000_000),
+            ev.start_ns + ev.dur_ns + 5_000_000,
+        );
+        let mut t = ThreadTrace::default();
+        for e in self.recent_trace.iter().filter(|e| {
+            e.target == ev.target && e.thread == ev.thread && e.t_ns >= from && e.t_ns <= to
+        }) {
+            match &e.kind {
+                TraceKind::BalanceDirtyPages {
+                    bdi,
+                    limit,
+                    setpoint,
+                    dirty,
+                    pause_ms,
+                    ..
+                } => {
+                    let p = (*pause_ms).max(0) as u64;
+                    t.throttle_events += 1;
+                    t.pause_ms += p;
+                    t.max_pause_ms = t.max_pause_ms.max(p);
+                    t.dirty_pages = Some(*dirty);
+                    t.limit_pages = Some(*limit);
+                    t.setpoint_pages = Some(*setpoint);
+                    t.bdi = Some(bdi.clone());
+                }
+                TraceKind::WaitWriteback { bdi, .. } => {
+                    t.wb_waits += 1;
+                    t.bdi.get_or_insert_with(|| bdi.clone());
+                }
+                TraceKind::WritebackStart { .. } => {}
+            }
+        }
+        t
+    }
+
+    /// Worst kernel figures over the intervals a stall spans.
+    fn counters(&self, ev: &StallEvent) -> Counters {
+        let first = ev.start_ns / self.interval_ns;
+        let last = (ev.start_ns + ev.dur_ns) / self.interval_ns;
+        let mut c = Counters::default();
+        for (_, k) in self
+            .recent_kernel
+            .iter()
+            .filter(|(i, _)| *i >= first && *i <= last)
+        {
+            c.dirty_kib = c.dirty_kib.max(k.dirty_kib);
+            c.dirty_thresh_kib = k.dirty_thresh_kib.or(c.dirty_thresh_kib);
+            c.dirty_bg_thresh_kib = k.dirty_bg_thresh_kib.or(c.dirty_bg_thresh_kib);
+            if let Some(Some(d)) = k.devs.get(ev.target) {
+                c.util_pct = Some(c.util_pct.unwrap_or(0.0).max(d.util_pct));
+                c.w_await_ms = Some(c.w_await_ms.unwrap_or(0.0).max(d.w_await_ms));
+                c.inflight = Some(c.inflight.unwrap_or(0).max(d.inflight));
+            }
+        }
+        c
+    }
+
+    /// Stalls the watchdog sees in progress at `now_ns`, with the cause as
+    /// far as it is known yet (same rules as for finished stalls).
+    pub fn live(&self, now_ns: u64) -> Vec<LiveStall> {
+        self.in_progress
+            .iter()
+            .map(|p| {
+                let ev = StallEvent {
+                    target: p.target,
+                    thread: p.thread,
+                    op: p.op,
+                    start_ns: p.start_ns,
+                    dur_ns: now_ns.saturating_sub(p.start_ns),
+                };
+                let why = self.explain(ev).why;
+                LiveStall {
+                    target: p.target,
+                    thread: p.thread,
+                    op: p.op,
+                    elapsed_ms: now_ns.saturating_sub(p.start_ns) as f64 / 1e6,
+                    cause: why.cause,
+                    pid: None,
+                }
+            })
+            .chain(self.obs_live.iter().map(|o| {
+                let ev = StallEvent {
+                    dur_ns: now_ns.saturating_sub(o.start_ns),
+                    ..o.event()
+                };
+                LiveStall {
+                    target: OBSERVED,
+                    thread: o.tid,
+                    op: ev.op,
+                    elapsed_ms: ev.dur_ns as f64 / 1e6,
+                    cause: self.explain(ev).why.cause,
+                    pid: Some(o.pid),
+                }
+            }))
+            .collect()
+    }
+
+    fn explain(&self, ev: StallEvent) -> Stall {
+        let trace = self.tracing.then(|| self.thread_trace(&ev));
+        let counters = self.counters(&ev);
+        let stack = self.stacks.get(&(ev.target, ev.thread, ev.start_ns));
+        let mode = self.state.get(ev.target).map_or(Mode::Mmap, |s| s.mode);
+        let why = attribute(&StallFacts {
+            op: ev.op,
+            mode,
+            dur_ms: ev.dur_ns as f64 / 1e6,
+            trace: trace.as_ref(),
+            counters: &counters,
+            stack: stack.map(|s| s.as_str()),
+        });
+        Stall { ev, why }
+    }
+
+    fn emit(&mut self, len_ns: u64) -> Snapshot {
+        self.pending_at(self.next_emit);
+        let p = self.pending.pop_front().expect("pending interval exists");
+        self.add_totals(&p.accs);
+        let index = self.next_emit;
+        self.next_emit += 1;
+        let t_end = index * self.interval_ns + len_ns;
+        let kernel = match (&self.last_raw, &p.raw) {
+            (Some(prev), Some(cur)) => Some(derive(prev, cur, self.page_kib)),
+            _ => None,
+        };
+        if let Some(k) = &kernel {
+            self.recent_kernel.push_back((index, k.clone()));
+        }
+        if p.raw.is_some() {
+            self.last_raw = p.raw.clone();
+        }
+        let mut events: Vec<StallEvent> = Vec::new();
+        let tracing = self.tracing;
+        let targets = p
+            .accs
+            .into_iter()
+            .enumerate()
+            .map(|(target, mut a)| {
+                let st = self.state[target];
+                let count = a.stalls.len() as u32;
+                events.append(&mut a.stalls);
+                TargetInterval {
+                    target,
+                    active: st.active,
+                    mode: st.mode,
+                    threads: st.threads,
+                    ops: a.ops,
+                    bytes: a.bytes,
+                    hist: a.hist,
+                    sync_hist: a.sync_hist,
+                    stalls: count,
+                    minflt: a.minflt,
+                    majflt: a.majflt,
+                    bdp: tracing.then_some(a.bdp),
+                    wb_waits: tracing.then_some(a.wb_waits),
+                    failed: self.failed.get(target).copied().unwrap_or(false),
+                }
+            })
+            .collect();
+        events.sort_by_key(|s| s.start_ns);
+        let stalls: Vec<Stall> = events.into_iter().map(|e| self.explain(e)).collect();
+        for s in &stalls {
+            self.stacks
+                .remove(&(s.ev.target, s.ev.thread, s.ev.start_ns));
+        }
+        self.add_stalls(&stalls);
+        let (observed, observed_stalls) = self.emit_observed(p.observed, p.obs_stalls);
+        let horizon = t_end.saturating_sub(HISTORY_NS);
+        let trace_horizon = t_end.saturating_sub(TRACE_HISTORY_NS);
+        while self
+            .recent_trace
+            .front()
+            .is_some_and(|e| e.t_ns < trace_horizon)
+        {
+            self.recent_trace.pop_front();
+        }
+        let oldest = horizon / self.interval_ns;
+        while self.recent_kernel.front().is_some_and(|(i, _)| *i < oldest) {
+            self.recent_kernel.pop_front();
+        }
+        Snapshot {
+            index,
+            t_s: t_end as f64 / 1e9,
+            interval_s: len_ns as f64 / 1e9,
+            targets,
+            stalls,
+            kernel,
+            raw: p.raw,
+            wb_starts: tracing.then_some(p.wb_starts),
+            in_progress: self
+                .in_progress
+                .iter()
+                .filter(|p| p.start_ns < t_end)
+                .cloned()
+                .collect(),
+            events: std::mem::take(&mut self.events),
+            observed,
+            observed_stalls,
+        }
+    }
+
+    /// The observed processes' figures and attributed stalls of one interval.
+    fn emit_observed(
+        &mut self,
+        mut accs: BTreeMap<u32, ObsAcc>,
+        mut raw: Vec<ObsStall>,
+    ) -> (Vec<ObservedInterval>, Vec<ObservedStall>) {
+        raw.sort_by_key(|s| s.start_ns);
+        let mut stalls = Vec::with_capacity(raw.len());
+        for r in raw {
+            let stall = self.explain(r.event());
+            self.stacks.remove(&(OBSERVED, r.tid, r.start_ns));
+            let comm = self
+                .watched
+                .iter()
+                .find(|w| w.pid == r.pid)
+                .map_or_else(String::new, |w| w.comm.clone());
+            if let Some(t) = self.obs_totals.get_mut(&r.pid) {
+                tally(&mut t.stalls, &mut t.stall_ns, &mut t.by_cause, &stall);
+            }
+            stalls.push(ObservedStall {
+                pid: r.pid,
+                comm,
+                thread_comm: r.thread_comm,
+                stall,
+            });
+        }
+        let tracing = self.tracing;
+        let mut out = Vec::with_capacity(self.watched.len());
+        for w in &self.watched {
+            let a = accs.remove(&w.pid).unwrap_or_default();
+            let t = self.obs_totals.entry(w.pid).or_default();
+            // Gone before, or not sampled in this interval (the tail while
+            // stopping): nothing to show.
+            if t.exited || (a.samples == 0 && !a.exited) {
+                continue;
+            }
+            let write_bytes = (!a.unreadable_io).then_some(a.write_bytes);
+            t.exited = a.exited;
+            t.d_threads_max = t.d_threads_max.max(a.d_max);
+            t.minflt += a.minflt;
+            t.majflt += a.majflt;
+            t.write_bytes = match (t.write_bytes, write_bytes) {
+                (Some(x), Some(y)) => Some(x + y),
+                _ => None,
+            };
+            out.push(ObservedInterval {
+                pid: w.pid,
+                comm: w.comm.clone(),
+                alive: !a.exited,
+                samples: a.samples,
+                threads: a.threads,
+                d_threads_max: a.d_max,
+                d_threads_mean: if a.samples > 0 {
+                    (a.d_sum as f64 / f64::from(a.samples) * 100.0).round() / 100.0
+                } else {
+                    0.0
+                },
+                minflt: a.minflt,
+                majflt: a.majflt,
+                write_bytes,
+                bdp: tracing.then_some(a.bdp),
+                wb_waits: tracing.then_some(a.wb_waits),
+                stalls: stalls.iter().filter(|s| s.pid == w.pid).count() as u32,
+            });
+        }
+        (out, stalls)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ops::OpKind;
+
+    const S: u64 = 1_000_000_000;
+
+    fn batch(target: usize, thread: u32, interval: u64, lats_us: &[u64]) -> Msg {
+        let mut hist = new_histogram();
+        for &l in lats_us {
+            hist.record(l).unwrap();
+        }
+        Msg::Batch(Box::new(Batch {
+            target,
+            thread,
+            interval,
+            ops: lats_us.len() as u64,
+            bytes: lats_us.len() as u64 * 818,
+            hist,
+            sync_hist: new_histogram(),
+            stalls: Vec::new(),
+            minflt: 0,
+            majflt: 0,
+        }))
+    }
+
+    fn agg(n: usize) -> Aggregator {
+        let st = TargetState {
+            mode: Mode::Mmap,
+            threads: 2,
+            active: true,
+        };
+        Aggregator::new(S, vec![st; n])
+    }
+
+    #[test]
+    fn a_writer_that_dies_mid_op_leaves_no_stall_in_progress() {
+        let mut a = agg(1);
+        for thread in [0, 1] {
+            a.fold(Msg::StallInProgress {
+                target: 0,
+                thread,
+                op: OpKind::Write,
+                start_ns: S / 2,
+                stack: None,
+            });
+        }
+        assert_eq!(a.live(S).len(), 2);
+        a.fold(Msg::Event {
+            target: 0,
+            thread: Some(1),
+            t_ns: S,
+            kind: EventKind::WriterError,
+            message: "thread 1 panicked".into(),
+        });
+        let live = a.live(2 * S);
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].thread, 0, "the other writer's stall stays");
+    }
+
+    #[test]
+    fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
+        use crate::model::observed::{ObsStall, ObsTick, ProcTick};
+        let mut a = agg(0);
+        a.set_observed(vec![Watched {
+            pid: 9,
+            comm: "java".into(),
+        }]);
+        a.set_tracing(true);
+        let tick = |t_ns: u64, d: u32, stalls: Vec<ObsStall>| {
+            Msg::Observe(Box::new(ObsTick {
+                t_ns,
+                procs: vec![ProcTick {
+                    pid: 9,
+                    threads: 3,
+                    d_threads: d,
+                    minflt: 5,
+                    majflt: 1,
+                    write_bytes: Some(4096),
+                }],
+                stalls,
+                exited: vec![],
+                tids: Some(vec![(90, 9), (91, 9)]),
+                ongoing: vec![],
+            }))
+        };
+        a.fold(tick(S / 4, 2, vec![]));
+        assert_eq!(a.take_observed_tids_changed(), Some(vec![90, 91]));
+        assert_eq!(a.take_observed_tids_changed(), None);
+        // Thread 91 throttled for 300 ms: two trace events, then the run ends.
+        for (t, pause) in [(S / 4, 200), (S / 4 + 200_000_000, 100)] {
+            a.fold_trace(
+                t,
+                91,
+                TraceKind::BalanceDirtyPages {
+                    bdi: "7:0".into(),
+                    limit: 65536,
+                    setpoint: 50000,
+                    dirty: 70000,
+                    pause_ms: pause,
+                    paused_ms: 0,
+                    period_ms: 0,
+                },
+            );
+        }
+        let run = ObsStall {
+            pid: 9,
+            tid: 91,
+            thread_comm: "MutationStage".into(),
+            start_ns: S / 4,
+            dur_ns: 300_000_000,
+            stack: Some("io_schedule_timeout < balance_dirty_pages".into()),
+        };
+        // While it lasts, the banner shows it with its cause so far.
+        let mut so_far = run.clone();
+        so_far.dur_ns = 200_000_000;
+        a.fold(Msg::Observe(Box::new(ObsTick {
+            t_ns: S / 4 + 200_000_000,
+            ongoing: vec![so_far],
+            ..ObsTick::default()
+        })));
+        let live = a.live(S / 2);
+        assert_eq!(live.len(), 1);
+        assert_eq!((live[0].pid, live[0].thread), (Some(9), 91));
+        assert_eq!(live[0].cause, crate::model::cause::Cause::DirtyThrottle);
+        a.fold(tick(S / 2, 0, vec![run]));
+        assert!(a.live(S / 2).is_empty(), "ended runs leave the banner");
+        let (snaps, summary) = a.finish(S);
+        assert_eq!(snaps.len(), 1);
+        let o = &snaps[0].observed[0];
+        assert_eq!((o.samples, o.d_threads_max, o.d_threads_mean), (2, 2, 1.0));
+        assert_eq!((o.minflt, o.majflt, o.write_bytes), (10, 2, Some(8192)));
+        assert_eq!(o.bdp.unwrap().pause_ms, 300);
+        assert_eq!(o.stalls, 1);
+        let st = &snaps[0].observed_stalls[0];
+        assert_eq!((st.pid, st.stall.ev.thread), (9, 91));
+        assert_eq!(
+            st.stall.why.cause,
+            crate::model::cause::Cause::DirtyThrottle
+        );
+        assert_eq!(st.stall.why.evidence.pause_ms, Some(300));
+        assert!(snaps[0].stalls.is_empty(), "not one of our writers' stalls");
+        assert_eq!(summary.observed[0].stalls, 1);
+        assert_eq!(summary.observed[0].write_bytes, Some(8192));
+    }
+
+    #[test]
+    fn merged_count_equals_ops_done() {
+        let mut a = agg(2);
+        let mut done = 0;
+        for i in 0..5u64 {
+            for th in 0..3 {
+                let lats: Vec<u64> = (1..=(10 + i * th as u64)).collect();
+                done += lats.len() as u64;
+                a.fold(batch((th % 2) as usize, th, i, &lats));
+            }
+        }
+        let snaps = a.tick(5 * S + GRACE_NS);
+        assert_eq!(snaps.len(), 5);
+        let per_interval: u64 = snaps
+            .iter()
+            .flat_map(|s| s.targets.iter())
+            .map(|t| t.hist.len())
+            .sum();
+        assert_eq!(per_interval, done);
+        let (_, sum) = a.finish(5 * S + GRACE_NS);
+        assert_eq!(sum.ops(), done);
+        assert_eq!(sum.merged().len(), done);
+    }
+
+    #[test]
+    fn waits_for_grace_then_emits_in_order() {
+        let mut a = agg(1);
+        a.fold(batch(0, 0, 0, &[100]));
+        assert!(a.tick(S).is_empty(), "not before the grace period");
+        let s = a.tick(S + GRACE_NS);
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].index, s[0].t_s), (0, 1.0));
+        assert_eq!(s[0].targets[0].ops, 1);
+        // An empty interval is still emitted (zero throughput is the news).
+        let s = a.tick(3 * S + GRACE_NS);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].targets[0].ops, 0);
+    }
+
+    #[test]
+    fn late_batch_joins_oldest_open_interval() {
+        let mut a = agg(1);
+        a.tick(3 * S + GRACE_NS);
+        a.fold(batch(0, 0, 1, &[5, 6]));
+        let s = a.tick(4 * S + GRACE_NS);
+        assert_eq!(s[0].index, 3);
+        assert_eq!(s[0].targets[0].ops, 2);
+    }
+
+    #[test]
+    fn stall_in_progress_until_it_finishes() {
+        let mut a = agg(1);
+        a.fold(Msg::StallInProgress {
+            target: 0,
+            thread: 1,
+            op: OpKind::Write,
+            start_ns: S / 2,
+            stack: None,
+        });
+        let s = a.tick(S + GRACE_NS);
+        assert_eq!(s[0].in_progress.len(), 1);
+        let mut m = batch(0, 1, 2, &[2_500_000]);
+        if let Msg::Batch(b) = &mut m {
+            b.stalls.push(StallEvent {
+                target: 0,
+                thread: 1,
+                op: OpKind::Write,
+                start_ns: S / 2,
+                dur_ns: 2 * S,
+            });
+        }
+        a.fold(m);
+        let s = a.tick(3 * S + GRACE_NS);
+        assert_eq!(s[1].stalls.len(), 1);
+        assert_eq!(s[1].targets[0].stalls, 1);
+        assert!(s[1].in_progress.is_empty());
+        let (_, sum) = a.finish(3 * S + GRACE_NS);
+        assert_eq!(sum.stalls(), 1);
+        assert_eq!(sum.stall_ns(), 2 * S);
+    }
+
+    #[test]
+    fn a_partial_tail_is_emitted_with_its_length() {
+        let mut a = agg(1);
+        a.fold(batch(0, 0, 0, &[10]));
+        a.fold(batch(0, 0, 1, &[10, 20]));
+        let (snaps, sum) = a.finish(S + S / 10);
+        assert_eq!(snaps.len(), 2);
+        assert!((snaps[1].interval_s - 0.1).abs() < 1e-9);
+        let in_snaps: u64 = snaps.iter().map(|s| s.targets[0].ops).sum();
+        assert_eq!(in_snaps, sum.ops());
+    }
+}

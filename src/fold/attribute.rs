@@ -1,0 +1,312 @@
+//! Why a stall happened: a pure function from what we know about the stalled
+//! op (its kind, the stalled thread's trace events during it, the kernel
+//! counters of the intervals it spans) to a cause, a confidence and the
+//! evidence. Kept free of I/O so every rule is unit-tested.
+
+use crate::config::Mode;
+use crate::model::cause::{stack_cause, Attribution, Cause, Confidence, Evidence};
+use crate::model::ops::OpKind;
+
+/// What tracing saw of the stalled thread during the stall.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadTrace {
+    pub throttle_events: u64,
+    pub pause_ms: u64,
+    pub max_pause_ms: u64,
+    /// From the last throttle event: global dirty and limit pages.
+    pub dirty_pages: Option<u64>,
+    pub limit_pages: Option<u64>,
+    pub setpoint_pages: Option<u64>,
+    pub wb_waits: u64,
+    pub bdi: Option<String>,
+}
+
+/// Kernel counters over the intervals the stall spans (worst values).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    pub dirty_kib: Option<u64>,
+    pub dirty_thresh_kib: Option<u64>,
+    pub dirty_bg_thresh_kib: Option<u64>,
+    pub util_pct: Option<f64>,
+    pub w_await_ms: Option<f64>,
+    pub inflight: Option<u64>,
+}
+
+/// Everything attribution looks at.
+#[derive(Clone, Debug)]
+pub struct StallFacts<'a> {
+    pub op: OpKind,
+    pub mode: Mode,
+    pub dur_ms: f64,
+    /// None when tracing is unavailable; Some (maybe empty) when it ran.
+    pub trace: Option<&'a ThreadTrace>,
+    pub counters: &'a Counters,
+    /// The stalled thread's kernel stack as the watchdog saw it mid-stall.
+    pub stack: Option<&'a str>,
+}
+
+/// A device this busy, or with this deep a queue, is saturated.
+pub const BUSY_UTIL_PCT: f64 = 90.0;
+pub const DEEP_QUEUE: u64 = 32;
+
+/// The sync call a mode makes.
+pub fn sync_call(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Mmap => "msync",
+        Mode::Buffered | Mode::Direct => "fdatasync",
+        Mode::Journal => "syncfs",
+    }
+}
+
+/// Where the kernel starts throttling dirtiers: halfway between the
+/// background and the hard threshold (the "freerun" ceiling).
+pub fn throttle_start_kib(c: &Counters) -> Option<u64> {
+    Some((c.dirty_thresh_kib? + c.dirty_bg_thresh_kib?) / 2)
+}
+
+/// Attribution plus the kernel stack as evidence whenever we have one.
+pub fn attribute(f: &StallFacts) -> Attribution {
+    let mut a = attribute_inner(f);
+    a.evidence.kernel_stack = f.stack.map(str::to_string);
+    a
+}
+
+fn attribute_inner(f: &StallFacts) -> Attribution {
+    let high = |cause, evidence| Attribution {
+        cause,
+        confidence: Confidence::High,
+        evidence,
+    };
+    match f.op {
+        OpKind::Sync => {
+            return high(
+                Cause::Sync,
+                Evidence {
+                    sync_op: Some(sync_call(f.mode).into()),
+                    sync_ms: Some(f.dur_ms),
+                    ..Evidence::default()
+                },
+            )
+        }
+        OpKind::JournalWait => return high(Cause::JournalFull, Evidence::default()),
+        OpKind::SegmentWait => {
+            return high(
+                Cause::Sync,
+                Evidence {
+                    sync_op: Some(format!("{} (recycling a segment)", sync_call(f.mode))),
+                    sync_ms: Some(f.dur_ms),
+                    ..Evidence::default()
+                },
+            )
+        }
+        OpKind::Write | OpKind::Blocked => {}
+    }
+    let c = f.counters;
+    if let Some(t) = f.trace {
+        if t.throttle_events > 0 && t.pause_ms > 0 {
+            return high(
+                Cause::DirtyThrottle,
+                Evidence {
+                    throttle_events: Some(t.throttle_events),
+                    pause_ms: Some(t.pause_ms),
+                    max_pause_ms: Some(t.max_pause_ms),
+                    dirty_pages: t.dirty_pages,
+                    limit_pages: t.limit_pages,
+                    setpoint_pages: t.setpoint_pages,
+                    bdi: t.bdi.clone(),
+                    ..Evidence::default()
+                },
+            );
+        }
+        if t.wb_waits > 0 {
+            return high(
+                Cause::WritebackWait,
+                Evidence {
+                    wb_waits: Some(t.wb_waits),
+                    bdi: t.bdi.clone(),
+                    ..Evidence::default()
+                },
+            );
+        }
+    }
+    // The thread's own kernel stack, caught mid-stall, is direct evidence.
+    if let Some(cause) = f.stack.and_then(stack_cause) {
+        return high(cause, Evidence::default());
+    }
+    // Without tracing, counters can only suggest throttling.
+    if let (None, Some(d), Some(start)) = (f.trace, c.dirty_kib, throttle_start_kib(c)) {
+        if d >= start {
+            return Attribution {
+                cause: Cause::DirtyThrottle,
+                confidence: Confidence::Low,
+                evidence: Evidence {
+                    dirty_kib: Some(d),
+                    throttle_start_kib: Some(start),
+                    ..Evidence::default()
+                },
+            };
+        }
+    }
+    let busy = c.util_pct.is_some_and(|u| u >= BUSY_UTIL_PCT)
+        || c.inflight.is_some_and(|q| q >= DEEP_QUEUE);
+    if busy {
+        return Attribution {
+            cause: Cause::Device,
+            // With tracing we know the thread was not throttled nor waiting.
+            confidence: if f.trace.is_some() {
+                Confidence::High
+            } else {
+                Confidence::Low
+            },
+            evidence: Evidence {
+                util_pct: c.util_pct,
+                w_await_ms: c.w_await_ms,
+                inflight: c.inflight,
+                ..Evidence::default()
+            },
+        };
+    }
+    Attribution {
+        cause: Cause::Unknown,
+        confidence: Confidence::Low,
+        evidence: Evidence {
+            dirty_kib: c.dirty_kib,
+            util_pct: c.util_pct,
+            ..Evidence::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts<'a>(op: OpKind, trace: Option<&'a ThreadTrace>, c: &'a Counters) -> StallFacts<'a> {
+        StallFacts {
+            op,
+            mode: Mode::Mmap,
+            dur_ms: 650.0,
+            trace,
+            counters: c,
+            stack: None,
+        }
+    }
+
+    #[test]
+    fn a_mid_stall_stack_decides_when_trace_is_silent() {
+        let c = Counters::default();
+        let mut f = facts(OpKind::Write, None, &c);
+        f.stack =
+            Some("folio_wait_writeback < __filemap_fdatawait_range < file_write_and_wait_range");
+        let a = attribute(&f);
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::WritebackWait, Confidence::High)
+        );
+        assert!(a
+            .evidence
+            .kernel_stack
+            .unwrap()
+            .starts_with("folio_wait_writeback"));
+        f.stack = Some(
+            "__iomap_dio_rw < iomap_dio_rw < xfs_file_dio_write_aligned < xfs_file_write_iter",
+        );
+        assert_eq!(attribute(&f).cause, Cause::Device);
+        f.stack = Some("wait_transaction_locked < add_transaction_credits < start_this_handle < jbd2__journal_start");
+        assert_eq!(attribute(&f).cause, Cause::Sync);
+        f.stack = Some("schedule_timeout < some_other_wait");
+        let a = attribute(&f);
+        assert_eq!(a.cause, Cause::Unknown);
+        assert_eq!(
+            a.evidence.kernel_stack.as_deref(),
+            Some("schedule_timeout < some_other_wait")
+        );
+    }
+
+    #[test]
+    fn op_kind_decides_sync_and_journal() {
+        let c = Counters::default();
+        let a = attribute(&facts(OpKind::Sync, None, &c));
+        assert_eq!((a.cause, a.confidence), (Cause::Sync, Confidence::High));
+        assert_eq!(a.evidence.sync_op.as_deref(), Some("msync"));
+        assert_eq!(a.evidence.sync_ms, Some(650.0));
+        let a = attribute(&facts(OpKind::JournalWait, None, &c));
+        assert_eq!(a.cause, Cause::JournalFull);
+    }
+
+    #[test]
+    fn trace_pause_is_high_confidence_throttle() {
+        let t = ThreadTrace {
+            throttle_events: 4,
+            pause_ms: 600,
+            max_pause_ms: 200,
+            dirty_pages: Some(70000),
+            limit_pages: Some(65536),
+            ..ThreadTrace::default()
+        };
+        let c = Counters {
+            util_pct: Some(100.0),
+            ..Counters::default()
+        };
+        let a = attribute(&facts(OpKind::Write, Some(&t), &c));
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::DirtyThrottle, Confidence::High)
+        );
+        assert_eq!(a.evidence.pause_ms, Some(600));
+        assert_eq!(a.evidence.limit_pages, Some(65536));
+    }
+
+    #[test]
+    fn trace_waits_then_device_then_unknown() {
+        let c = Counters::default();
+        let t = ThreadTrace {
+            wb_waits: 3,
+            bdi: Some("7:1".into()),
+            ..ThreadTrace::default()
+        };
+        let a = attribute(&facts(OpKind::Write, Some(&t), &c));
+        assert_eq!(a.cause, Cause::WritebackWait);
+        let empty = ThreadTrace::default();
+        let busy = Counters {
+            util_pct: Some(97.0),
+            w_await_ms: Some(80.0),
+            ..Counters::default()
+        };
+        let a = attribute(&facts(OpKind::Write, Some(&empty), &busy));
+        assert_eq!((a.cause, a.confidence), (Cause::Device, Confidence::High));
+        assert_eq!(a.evidence.w_await_ms, Some(80.0));
+        let a = attribute(&facts(OpKind::Write, Some(&empty), &c));
+        assert_eq!(a.cause, Cause::Unknown);
+    }
+
+    #[test]
+    fn without_trace_counters_give_low_confidence() {
+        let c = Counters {
+            dirty_kib: Some(200 << 10),
+            dirty_thresh_kib: Some(256 << 10),
+            dirty_bg_thresh_kib: Some(64 << 10),
+            ..Counters::default()
+        };
+        let a = attribute(&facts(OpKind::Write, None, &c));
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::DirtyThrottle, Confidence::Low)
+        );
+        assert_eq!(a.evidence.throttle_start_kib, Some(160 << 10));
+        let below = Counters {
+            dirty_kib: Some(100 << 10),
+            ..c.clone()
+        };
+        assert_eq!(
+            attribute(&facts(OpKind::Write, None, &below)).cause,
+            Cause::Unknown
+        );
+        let queue = Counters {
+            inflight: Some(64),
+            ..below
+        };
+        let a = attribute(&facts(OpKind::Write, None, &queue));
+        assert_eq!((a.cause, a.confidence), (Cause::Device, Confidence::Low));
+    }
+}

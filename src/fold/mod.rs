@@ -1,0 +1,8 @@
+//! The pure part: the aggregator folds source messages into per-interval
+//! snapshots and the summary, attribution says why a stall happened, and
+//! `derive` turns raw kernel samples into rates. No threads, no clock, no
+//! I/O: tests drive it with messages.
+
+pub mod aggregate;
+pub mod attribute;
+pub mod derive;

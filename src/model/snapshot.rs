@@ -1,0 +1,307 @@
+//! What the aggregator emits once per interval, and the one place where raw
+//! counts and histograms become rates and percentiles. The headless printer,
+//! the UI and replay all derive their figures through these functions.
+
+use crate::config::Mode;
+use crate::model::cause::{Attribution, Cause};
+use crate::model::kernel::KernelInterval;
+use crate::model::ops::{EventKind, OpKind, StallEvent};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Static facts about a target, fixed at start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetMeta {
+    /// The directory the person named (or the default one).
+    pub path: String,
+    pub fs: String,
+    pub device: String,
+    pub mount_options: String,
+}
+
+/// One target's raw measurements over one interval.
+#[derive(Clone, Debug)]
+pub struct TargetInterval {
+    pub target: usize,
+    /// Whether writers ran on this target during the interval (the
+    /// dashboard moves them between targets; `run` keeps all active).
+    pub active: bool,
+    pub mode: Mode,
+    pub threads: u32,
+    pub ops: u64,
+    pub bytes: u64,
+    /// Write-op latency, µs.
+    pub hist: Histogram<u64>,
+    /// Sync-op latency, µs.
+    pub sync_hist: Histogram<u64>,
+    /// Stall events that finished in this interval.
+    pub stalls: u32,
+    /// Page faults of the writer threads (mmap: the page_mkwrite faults).
+    pub minflt: u64,
+    pub majflt: u64,
+    /// balance_dirty_pages seen on our writer threads; None without tracing.
+    pub bdp: Option<BdpStats>,
+    /// Waits on pages under writeback by our writers; None without tracing.
+    pub wb_waits: Option<u64>,
+    /// A writer thread of this target stopped on an error (the target
+    /// vanished, went read-only…) since its writers last started.
+    pub failed: bool,
+}
+
+/// Dirty-page throttling of our threads over an interval (from tracefs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BdpStats {
+    pub events: u64,
+    pub pause_ms: u64,
+    pub max_pause_ms: u64,
+}
+
+/// A finished stall and why it happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    pub ev: StallEvent,
+    pub why: Attribution,
+}
+
+/// An op the watchdog saw blocked past the threshold, not yet returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InProgress {
+    pub target: usize,
+    pub thread: u32,
+    pub op: OpKind,
+    pub start_ns: u64,
+    pub stack: Option<String>,
+}
+
+/// A stall in progress as the dashboard shows it, refreshed every ~100 ms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveStall {
+    pub target: usize,
+    pub thread: u32,
+    pub op: OpKind,
+    pub elapsed_ms: f64,
+    /// Best guess so far from the thread's recent trace events or counters.
+    pub cause: Cause,
+    /// Observe mode: the process whose thread (`thread` = its tid) is
+    /// stalled; `target` is then `OBSERVED`.
+    pub pid: Option<u32>,
+}
+
+/// Something that happened to the run (disk full, a thread failed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunEvent {
+    pub target: usize,
+    pub t_ns: u64,
+    pub kind: EventKind,
+    pub message: String,
+}
+
+/// `StallEvent::target` of an observed process's stall (its `thread` is
+/// then the kernel thread id); such stalls live in `Snapshot::observed_stalls`.
+pub const OBSERVED: usize = usize::MAX;
+
+/// One observed process over one interval (observe mode).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ObservedInterval {
+    pub pid: u32,
+    pub comm: String,
+    /// False from the interval in which it was found gone.
+    pub alive: bool,
+    /// /proc samples taken in the interval.
+    pub samples: u32,
+    pub threads: u32,
+    /// Threads in uninterruptible sleep (D): most in one sample, and the
+    /// mean over the samples.
+    pub d_threads_max: u32,
+    pub d_threads_mean: f64,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// Bytes the process sent (or dirtied) for storage; None when
+    /// /proc/PID/io is not readable (another user's process, not root).
+    pub write_bytes: Option<u64>,
+    /// Dirty throttling of its threads; None without tracing.
+    pub bdp: Option<BdpStats>,
+    pub wb_waits: Option<u64>,
+    /// Stalls of its threads that ended in this interval.
+    pub stalls: u32,
+}
+
+/// A stall of an observed process's thread: `stall.ev.thread` is the
+/// kernel thread id, `stall.ev.target` is `OBSERVED`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObservedStall {
+    pub pid: u32,
+    pub comm: String,
+    pub thread_comm: String,
+    pub stall: Stall,
+}
+
+/// Whole-run figures of one observed process.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedSummary {
+    pub pid: u32,
+    pub comm: String,
+    pub exited: bool,
+    pub d_threads_max: u32,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub write_bytes: Option<u64>,
+    pub stalls: u64,
+    pub stall_ns: u64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+/// Everything known about one interval.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub index: u64,
+    /// End of the interval, seconds since the run started.
+    pub t_s: f64,
+    /// Length of the interval in seconds (the last one may be shorter).
+    pub interval_s: f64,
+    pub targets: Vec<TargetInterval>,
+    pub stalls: Vec<Stall>,
+    /// System-wide dirty/writeback state and each target's device; None
+    /// when /proc could not be sampled.
+    pub kernel: Option<KernelInterval>,
+    /// The raw kernel sample `kernel` was derived from (what a recording keeps).
+    pub raw: Option<crate::model::kernel::ProcSample>,
+    /// Writeback started by the flusher, by reason; None without tracing.
+    pub wb_starts: Option<BTreeMap<String, u64>>,
+    /// Stalls in progress at the end of the interval.
+    pub in_progress: Vec<InProgress>,
+    pub events: Vec<RunEvent>,
+    /// Observe mode: each observed process, and its threads' stalls.
+    pub observed: Vec<ObservedInterval>,
+    pub observed_stalls: Vec<ObservedStall>,
+}
+
+/// Latency figures in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatSummary {
+    pub mean: f64,
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl LatSummary {
+    pub fn of(h: &Histogram<u64>) -> LatSummary {
+        if h.is_empty() {
+            return LatSummary::default();
+        }
+        LatSummary {
+            mean: (h.mean() * 10.0).round() / 10.0,
+            p50: h.value_at_quantile(0.50),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// Rates of one interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    pub ops_per_s: f64,
+    pub mib_per_s: f64,
+}
+
+impl TargetInterval {
+    pub fn rates(&self, interval_s: f64) -> Rates {
+        rates(self.ops, self.bytes, interval_s)
+    }
+}
+
+pub fn rates(ops: u64, bytes: u64, secs: f64) -> Rates {
+    if secs <= 0.0 {
+        return Rates {
+            ops_per_s: 0.0,
+            mib_per_s: 0.0,
+        };
+    }
+    Rates {
+        ops_per_s: ops as f64 / secs,
+        mib_per_s: crate::base::units::mib(bytes) / secs,
+    }
+}
+
+/// Whole-run figures for one target.
+#[derive(Clone, Debug)]
+pub struct TargetSummary {
+    pub target: usize,
+    pub ops: u64,
+    pub bytes: u64,
+    pub hist: Histogram<u64>,
+    pub sync_hist: Histogram<u64>,
+    pub stalls: u64,
+    pub stall_ns: u64,
+    /// Stall count and time by cause.
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CauseTotal {
+    pub count: u64,
+    pub ms: f64,
+}
+
+impl TargetSummary {
+    /// The cause with the most stall time, if any stall happened.
+    pub fn top_cause(&self) -> Option<Cause> {
+        top_cause(&self.by_cause)
+    }
+}
+
+pub fn top_cause(m: &BTreeMap<Cause, CauseTotal>) -> Option<Cause> {
+    m.iter()
+        .filter(|(_, t)| t.count > 0)
+        .max_by(|a, b| a.1.ms.total_cmp(&b.1.ms))
+        .map(|(c, _)| *c)
+}
+
+/// Whole-run figures; percentiles from merged histograms, never averages.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub duration_s: f64,
+    pub targets: Vec<TargetSummary>,
+    pub observed: Vec<ObservedSummary>,
+}
+
+impl Summary {
+    pub fn ops(&self) -> u64 {
+        self.targets.iter().map(|t| t.ops).sum()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.targets.iter().map(|t| t.bytes).sum()
+    }
+    pub fn stalls(&self) -> u64 {
+        self.targets.iter().map(|t| t.stalls).sum()
+    }
+    pub fn stall_ns(&self) -> u64 {
+        self.targets.iter().map(|t| t.stall_ns).sum()
+    }
+    pub fn by_cause(&self) -> BTreeMap<Cause, CauseTotal> {
+        let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+        for t in &self.targets {
+            for (c, v) in &t.by_cause {
+                let e = m.entry(*c).or_default();
+                e.count += v.count;
+                e.ms += v.ms;
+            }
+        }
+        m
+    }
+    /// All targets' write latencies merged.
+    pub fn merged(&self) -> Histogram<u64> {
+        let mut h = crate::model::ops::new_histogram();
+        for t in &self.targets {
+            let _ = h.add(&t.hist);
+        }
+        h
+    }
+}

@@ -1,0 +1,700 @@
+//! One run, without any UI: prepare the targets, start the engines and the
+//! watchdog, fold their messages into snapshots once per interval and hand
+//! them to a `Sink`, then stop everything and clean up on every exit path
+//! (the scratch folders are `Drop` guards).
+
+use crate::base::clock::Clock;
+use crate::base::error::UsageError;
+use crate::config::{Config, Mode};
+use crate::fold::aggregate::{Aggregator, TargetState};
+use crate::model::control::{Control, Notice};
+use crate::model::kernel::Device;
+use crate::model::ops::{Handover, Msg, Timing};
+use crate::model::snapshot::{Summary, TargetMeta};
+use crate::sink::Sink;
+use crate::source::mounts::describe;
+use crate::source::proc as kproc;
+use crate::source::proc::{ProcRoot, ProcSampler};
+use crate::source::scratch::Scratch;
+use crate::source::trace::TraceSession;
+use crate::source::watchdog::Watchdog;
+use crate::source::writer::{Engine, EngineSpec};
+use crossbeam::channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A target ready to be written: its scratch folder exists.
+pub struct PreparedTarget {
+    pub path: PathBuf,
+    pub meta: TargetMeta,
+    pub scratch: Scratch,
+    /// The block device behind it, or why there is none (tmpfs, btrfs).
+    pub device: Result<Device, String>,
+}
+
+/// All targets of a run, plus the journal's scratch when it lives elsewhere.
+pub struct Prepared {
+    pub targets: Vec<PreparedTarget>,
+    pub journal: Option<Scratch>,
+    /// Observe mode: the processes to watch, resolved before anything starts.
+    pub watched: Vec<crate::model::observed::Watched>,
+}
+
+/// The default target: $TMPDIR, else /var/tmp.
+pub fn default_target() -> PathBuf {
+    std::env::var_os("TMPDIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp"))
+}
+
+/// Validates every target and creates the scratch folders. On error, the
+/// folders already made are removed as the guards drop.
+pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
+    let watched =
+        crate::source::observe::resolve(Path::new("/proc"), &cfg.observe, &cfg.observe_name)?;
+    let mut paths = cfg.targets.clone();
+    if paths.is_empty() && !cfg.observing() {
+        let d = default_target();
+        let meta = describe(&d);
+        eprintln!(
+            "stallscope: no --target given; writing under {} ({} on {})",
+            d.display(),
+            meta.fs,
+            meta.device
+        );
+        paths.push(d);
+    }
+    let mut seen = Vec::new();
+    let mut targets = Vec::new();
+    for p in paths {
+        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        let p = if is_link && cfg.follow_symlinks {
+            std::fs::canonicalize(&p)
+                .map_err(|e| UsageError::new(format!("target {}: {e}", p.display())))?
+        } else {
+            p
+        };
+        let canon = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if seen.contains(&canon) {
+            return Err(UsageError::new(format!(
+                "target {} is given twice",
+                p.display()
+            )));
+        }
+        seen.push(canon);
+        let scratch = Scratch::create(&p)?;
+        targets.push(PreparedTarget {
+            meta: describe(&p),
+            device: kproc::resolve_device(&ProcRoot::default(), &p),
+            path: p,
+            scratch,
+        });
+    }
+    let journal = match (&cfg.journal_dir, cfg.mode) {
+        (Some(j), Mode::Journal) => Some(Scratch::create(j)?),
+        _ => None,
+    };
+    Ok(Prepared {
+        targets,
+        journal,
+        watched,
+    })
+}
+
+/// Runs the workload until `duration` or until `stop` is set, feeding `sink`
+/// (and a recording at `record`, when given).
+pub fn run(
+    cfg: &Config,
+    record: Option<&Path>,
+    stop: &AtomicBool,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Summary> {
+    cfg.validate()?;
+    if let Some(r) = record {
+        check_record_path(r)?;
+    }
+    let prepared = prepare(cfg)?;
+    let s = Session::start(cfg, prepared, Placement::All)?;
+    match record {
+        Some(path) => {
+            let mut rec = crate::sink::recording::Recorder::create(path, s.recording_header())?;
+            let mut tee = crate::sink::Tee(sink, &mut rec);
+            run_session(cfg, s, stop, &mut tee)
+        }
+        None => run_session(cfg, s, stop, sink),
+    }
+}
+
+/// A recording file must not exist yet and its folder must.
+pub fn check_record_path(p: &Path) -> Result<(), UsageError> {
+    if p.exists() {
+        return Err(UsageError::new(format!(
+            "recording {} already exists; choose a new name",
+            p.display()
+        )));
+    }
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(UsageError::new(format!(
+            "cannot record to {}: {} is not a directory",
+            p.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The headless loop: every target runs its writers at once.
+pub fn run_prepared(
+    cfg: &Config,
+    prepared: Prepared,
+    stop: &AtomicBool,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Summary> {
+    let s = Session::start(cfg, prepared, Placement::All)?;
+    run_session(cfg, s, stop, sink)
+}
+
+fn run_session(
+    cfg: &Config,
+    mut s: Session,
+    stop: &AtomicBool,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Summary> {
+    sink.begin(&s.metas())?;
+    let end_ns = cfg.duration.map(|d| d.0.as_nanos() as u64);
+    let mut sink_err = None;
+    while !stop.load(Ordering::Relaxed) && end_ns.is_none_or(|e| s.now_ns() < e) {
+        if let Err(e) = s.step(end_ns, sink) {
+            sink_err = Some(e);
+            break;
+        }
+    }
+    let summary = s.finish(end_ns, if sink_err.is_some() { None } else { Some(sink) })?;
+    match sink_err {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(summary),
+    }
+}
+
+/// Where the writers run: on every target at once (headless), or on one
+/// active target that the person moves between (the dashboard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    All,
+    One(usize),
+}
+
+/// A running measurement: writers, watchdog, samplers and the aggregator,
+/// driven one `step` at a time so a UI thread can steer it between steps.
+pub struct Session {
+    cfg: Config,
+    prepared: Prepared,
+    placement: Placement,
+    paused: bool,
+    clock: Clock,
+    timing: Timing,
+    rx: Receiver<Msg>,
+    tx: Sender<Msg>,
+    spare_tx: Sender<hdrhistogram::Histogram<u64>>,
+    handover: Handover,
+    agg: Aggregator,
+    watchdog: Watchdog,
+    engines: Vec<Option<Engine>>,
+    sampler: ProcSampler,
+    /// The first raw kernel sample (a recording's header keeps it).
+    pub start_sample: crate::model::kernel::ProcSample,
+    trace: Option<TraceSession>,
+    /// Why tracing is unavailable, if it is.
+    pub trace_error: Option<String>,
+    /// Observe mode: the sampler of the watched processes and their
+    /// current thread ids (tracing follows them).
+    observer: Option<crate::source::observe::Observer>,
+    obs_tids: Vec<u32>,
+    interval_ns: u64,
+    next_boundary: u64,
+    last_trim_ns: u64,
+}
+
+impl Session {
+    pub fn start(
+        cfg: &Config,
+        prepared: Prepared,
+        placement: Placement,
+    ) -> anyhow::Result<Session> {
+        let clock = Clock::new();
+        let timing = Timing {
+            clock,
+            interval: cfg.interval.0,
+            threshold: cfg.stall_threshold.0,
+        };
+        let (tx, rx) = unbounded::<Msg>();
+        let (spare_tx, spare_rx) = bounded(1024);
+        let handover = Handover {
+            tx: tx.clone(),
+            spare: spare_rx,
+        };
+        let states = (0..prepared.targets.len())
+            .map(|i| TargetState {
+                mode: cfg.mode,
+                threads: cfg.threads,
+                active: placement == Placement::All || placement == Placement::One(i),
+            })
+            .collect();
+        let interval_ns = timing.interval.as_nanos() as u64;
+        let mut agg = Aggregator::new(interval_ns, states);
+        let watchdog = Watchdog::start(clock, timing.threshold, tx.clone());
+        let devices = device_list(&prepared);
+        let mut sampler = ProcSampler::new(ProcRoot::default(), devices);
+        let start_sample = sampler.sample(clock.now_ns());
+        agg.set_kernel_base(start_sample.clone(), kproc::page_kib());
+        let engines = (0..prepared.targets.len()).map(|_| None).collect();
+        let observer = (!prepared.watched.is_empty()).then(|| {
+            agg.set_observed(prepared.watched.clone());
+            crate::source::observe::Observer::start(
+                prepared.watched.clone(),
+                cfg.observe_every.0,
+                timing.threshold,
+                clock,
+                tx.clone(),
+            )
+        });
+        let mut s = Session {
+            cfg: cfg.clone(),
+            prepared,
+            placement,
+            paused: false,
+            clock,
+            timing,
+            rx,
+            tx,
+            spare_tx,
+            handover,
+            agg,
+            watchdog,
+            engines,
+            sampler,
+            start_sample,
+            trace: None,
+            trace_error: None,
+            observer,
+            obs_tids: Vec::new(),
+            interval_ns,
+            next_boundary: interval_ns,
+            last_trim_ns: 0,
+        };
+        s.start_engines()?;
+        match TraceSession::start(None) {
+            Ok(t) => {
+                s.trace = Some(t);
+                s.agg.set_tracing(true);
+                s.refresh_trace_filters();
+            }
+            Err(why) => {
+                eprintln!(
+                    "stallscope: kernel tracing unavailable ({why}); throttle and writeback-wait fields are null and causes come from counters (low confidence)"
+                );
+                s.trace_error = Some(why);
+            }
+        }
+        if !s.prepared.watched.is_empty() {
+            let names: Vec<String> = s
+                .prepared
+                .watched
+                .iter()
+                .map(|w| format!("{} ({})", w.pid, w.comm))
+                .collect();
+            eprintln!(
+                "stallscope: observing {}, every {}{}",
+                names.join(", "),
+                cfg.observe_every,
+                if s.prepared.targets.is_empty() {
+                    ", no writers of our own"
+                } else {
+                    ""
+                }
+            );
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                eprintln!(
+                    "stallscope: not root: observe mode shows D-state threads, faults and write_bytes; attributing a stall to dirty throttling needs root (tracefs events and kernel stacks), so causes are low confidence"
+                );
+            }
+        }
+        Ok(s)
+    }
+
+    /// The header a recording of this session starts with.
+    pub fn recording_header(&self) -> crate::sink::recording::Header {
+        let mut h = crate::sink::recording::Header::new(
+            &self.cfg,
+            self.metas(),
+            self.trace_error.clone(),
+            Some(self.start_sample.clone()),
+        );
+        h.observed = self.prepared.watched.clone();
+        h
+    }
+
+    pub fn metas(&self) -> Vec<TargetMeta> {
+        self.prepared
+            .targets
+            .iter()
+            .map(|t| t.meta.clone())
+            .collect()
+    }
+
+    /// Observe mode: the processes watched.
+    pub fn watched(&self) -> &[crate::model::observed::Watched] {
+        &self.prepared.watched
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn active(&self, i: usize) -> bool {
+        !self.paused
+            && match self.placement {
+                Placement::All => true,
+                Placement::One(a) => a == i,
+            }
+    }
+
+    /// Starts writers wherever they should run and are not running.
+    fn start_engines(&mut self) -> anyhow::Result<()> {
+        for i in 0..self.prepared.targets.len() {
+            let want = self.active(i);
+            self.agg.set_state(
+                i,
+                TargetState {
+                    mode: self.cfg.mode,
+                    threads: self.cfg.threads,
+                    active: want,
+                },
+            );
+            if want && self.engines[i].is_none() {
+                let t = &self.prepared.targets[i];
+                let jdir = self.prepared.journal.as_ref().map(|s| s.path());
+                let spec = EngineSpec::new(&self.cfg, i, t.scratch.path(), jdir);
+                self.engines[i] = Some(Engine::start(&spec, self.timing, self.handover.clone())?);
+                self.agg.clear_failed(i);
+            }
+        }
+        self.refresh_watch();
+        Ok(())
+    }
+
+    /// Stops every engine (writers finish the op in hand).
+    fn stop_engines(&mut self) {
+        for e in self.engines.iter().flatten() {
+            e.request_stop();
+        }
+        for e in self.engines.iter_mut() {
+            if let Some(e) = e.take() {
+                e.stop();
+            }
+        }
+        self.refresh_watch();
+    }
+
+    fn slots(&self) -> Vec<crate::source::writer::WatchSlot> {
+        self.engines
+            .iter()
+            .flatten()
+            .flat_map(|e| e.slots.clone())
+            .collect()
+    }
+
+    fn refresh_watch(&mut self) {
+        let slots = self.slots();
+        self.watchdog.set_slots(slots);
+        self.refresh_trace_filters();
+    }
+
+    /// Maps our threads' kernel ids and narrows tracing to them.
+    fn refresh_trace_filters(&mut self) {
+        let slots = self.slots();
+        let t0 = std::time::Instant::now();
+        while slots.iter().any(|s| s.inflight.tid() == 0) && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for s in &slots {
+            self.agg.set_tid(s.inflight.tid(), s.target, s.thread);
+        }
+        if let Some(t) = &self.trace {
+            let tids: Vec<u32> = slots
+                .iter()
+                .map(|s| s.inflight.tid())
+                .filter(|&t| t != 0)
+                .chain(self.obs_tids.iter().copied())
+                .collect();
+            // No writers (paused): match nothing rather than everything.
+            let tids = if tids.is_empty() {
+                vec![u32::MAX]
+            } else {
+                tids
+            };
+            let bdis: Vec<String> = self
+                .sampler
+                .devices()
+                .iter()
+                .flatten()
+                .filter_map(|d| kproc::bdi_name(&ProcRoot::default(), d).ok())
+                .collect();
+            if let Err(e) = t.set_filters(&tids, &bdis) {
+                eprintln!("stallscope: cannot set trace filters: {e}");
+            }
+        }
+    }
+
+    /// Applies a control from the dashboard between steps.
+    pub fn apply(&mut self, c: Control) -> Notice {
+        let t_s = self.now_ns() as f64 / 1e9;
+        let applied = |what: String| Notice::Applied { t_s, what };
+        match c {
+            Control::Pause(p) => {
+                self.paused = p;
+                if p {
+                    self.stop_engines();
+                    for i in 0..self.prepared.targets.len() {
+                        if let Some(mut st) = self.agg.state(i) {
+                            st.active = false;
+                            self.agg.set_state(i, st);
+                        }
+                    }
+                    applied("writers paused".into())
+                } else {
+                    self.restart(applied("writers resumed".into()))
+                }
+            }
+            Control::SwitchTarget(i) if i < self.prepared.targets.len() => {
+                self.placement = Placement::One(i);
+                self.stop_engines();
+                let what = format!("writers moved to {}", self.prepared.targets[i].meta.path);
+                self.restart(applied(what))
+            }
+            Control::SwitchTarget(i) => Notice::Refused(format!("no target {}", i + 1)),
+            Control::SetMode(m) => {
+                let old = self.cfg.mode;
+                self.cfg.mode = m;
+                if let Err(e) = self.cfg.validate() {
+                    self.cfg.mode = old;
+                    return Notice::Refused(e.to_string());
+                }
+                self.stop_engines();
+                match self.start_engines() {
+                    Ok(()) => applied(format!("mode {m}")),
+                    Err(e) => {
+                        self.cfg.mode = old;
+                        let _ = self.start_engines();
+                        Notice::Refused(format!("mode {m}: {e:#}"))
+                    }
+                }
+            }
+            Control::SetThreads(n) => {
+                let old = self.cfg.threads;
+                self.cfg.threads = n;
+                if let Err(e) = self.cfg.validate() {
+                    self.cfg.threads = old;
+                    return Notice::Refused(e.to_string());
+                }
+                self.stop_engines();
+                self.restart(applied(format!("{n} threads")))
+            }
+            Control::AddTarget(p) => self.add_target(p),
+            Control::Record(_) => Notice::Refused("recording is driven by the dashboard".into()),
+            Control::Quit => applied("quit".into()),
+        }
+    }
+
+    fn restart(&mut self, ok: Notice) -> Notice {
+        match self.start_engines() {
+            Ok(()) => ok,
+            Err(e) => Notice::Refused(format!("{e:#}")),
+        }
+    }
+
+    fn add_target(&mut self, p: PathBuf) -> Notice {
+        let canon = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if self
+            .prepared
+            .targets
+            .iter()
+            .any(|t| std::fs::canonicalize(&t.path).ok().as_ref() == Some(&canon))
+        {
+            return Notice::Refused(format!("target {} is already there", p.display()));
+        }
+        let scratch = match Scratch::create(&p) {
+            Ok(s) => s,
+            Err(e) => return Notice::Refused(e.to_string()),
+        };
+        let meta = describe(&p);
+        self.prepared.targets.push(PreparedTarget {
+            meta: meta.clone(),
+            device: kproc::resolve_device(&ProcRoot::default(), &p),
+            path: p,
+            scratch,
+        });
+        self.engines.push(None);
+        let i = self.agg.add_target(TargetState {
+            mode: self.cfg.mode,
+            threads: self.cfg.threads,
+            active: false,
+        });
+        self.sampler = ProcSampler::new(ProcRoot::default(), device_list(&self.prepared));
+        if let Err(e) = self.start_engines() {
+            return Notice::Refused(format!("{e:#}"));
+        }
+        Notice::TargetAdded(i, meta)
+    }
+
+    /// Waits for the next message or boundary (at most 100 ms), folds what
+    /// arrived, samples the kernel at interval boundaries and hands every
+    /// finished interval to `sink`.
+    pub fn step(&mut self, end_ns: Option<u64>, sink: &mut dyn Sink) -> std::io::Result<()> {
+        let now = self.now_ns();
+        if now >= self.next_boundary {
+            self.sample(now);
+        }
+        self.drain_trace();
+        let next_tick =
+            (now / self.interval_ns + 1) * self.interval_ns + crate::fold::aggregate::GRACE_NS;
+        let mut wait = next_tick.min(self.next_boundary).saturating_sub(now);
+        if let Some(e) = end_ns {
+            wait = wait.min(e.saturating_sub(now));
+        }
+        match self
+            .rx
+            .recv_timeout(Duration::from_nanos(wait).min(Duration::from_millis(100)))
+        {
+            Ok(m) => {
+                self.agg.fold(m);
+                for m in self.rx.try_iter().take(10_000) {
+                    self.agg.fold(m);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
+        }
+        for h in self.agg.recycled.drain(..) {
+            let _ = self.spare_tx.try_send(h);
+        }
+        if let Some(tids) = self.agg.take_observed_tids_changed() {
+            self.obs_tids = tids;
+            self.refresh_trace_filters();
+        }
+        for s in self.agg.tick(self.now_ns()) {
+            sink.snapshot(&s)?;
+        }
+        Ok(())
+    }
+
+    /// The stalls in progress right now, for the dashboard's banner.
+    pub fn live(&self) -> Vec<crate::model::snapshot::LiveStall> {
+        self.agg.live(self.now_ns())
+    }
+
+    fn sample(&mut self, now: u64) {
+        let cur = self.sampler.sample(now);
+        let index = (now / self.interval_ns).saturating_sub(1);
+        self.agg.fold_kernel(index, cur);
+        self.next_boundary = (now / self.interval_ns + 1) * self.interval_ns;
+        if now.saturating_sub(self.last_trim_ns) >= TRIM_EVERY_NS {
+            self.last_trim_ns = now;
+            give_back_freed_memory();
+        }
+    }
+
+    fn drain_trace(&mut self) {
+        if let Some(t) = self.trace.as_mut() {
+            for ev in t.drain() {
+                self.agg
+                    .fold_trace(self.clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
+            }
+        }
+    }
+
+    /// Stops the writers, folds what is left and emits the last intervals
+    /// and the summary (to `sink` when given). Tracing is closed here.
+    pub fn finish(
+        mut self,
+        end_ns: Option<u64>,
+        sink: Option<&mut dyn Sink>,
+    ) -> anyhow::Result<Summary> {
+        let end = end_ns.map_or(self.now_ns(), |e| e.min(self.now_ns()));
+        // The kernel's view of the last (possibly partial) interval.
+        let cur = self.sampler.sample(self.now_ns());
+        let last = (self.next_boundary / self.interval_ns).saturating_sub(1);
+        self.agg.fold_kernel(last, cur);
+        self.stop_engines();
+        // Its last sample ends the D-state runs still open.
+        self.agg.set_end(end);
+        drop(self.observer.take());
+        let Session {
+            rx,
+            tx,
+            handover,
+            watchdog,
+            mut agg,
+            mut trace,
+            clock,
+            mut sampler,
+            ..
+        } = self;
+        drop(watchdog);
+        drop(handover);
+        drop(tx);
+        for m in rx.try_iter() {
+            agg.fold(m);
+        }
+        if let Some(t) = trace.as_mut() {
+            for ev in t.drain() {
+                agg.fold_trace(clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
+            }
+        }
+        drop(trace);
+        // What finished while stopping (however long that took) forms one
+        // more interval: give it the kernel's view too.
+        if agg.last_open_index().is_some_and(|i| i > last) {
+            agg.merge_open_after(last + 1);
+            agg.fold_kernel(last + 1, sampler.sample(clock.now_ns()));
+        }
+        let (tail, summary) = agg.finish(end);
+        if let Some(sink) = sink {
+            for s in tail {
+                sink.snapshot(&s)?;
+            }
+            sink.summary(&summary)?;
+        }
+        Ok(summary)
+    }
+}
+
+/// How often freed heap memory is handed back to the kernel.
+const TRIM_EVERY_NS: u64 = 10_000_000_000;
+
+/// Every interval allocates and frees histograms, trace buffers and lines;
+/// glibc keeps freed chunks, so a long run's resident memory would drift up
+/// to its busiest moment and stay there. malloc_trim gives them back, so
+/// RSS follows what is live (the soak checks it stays flat). It runs on
+/// the session thread, never on a writer.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap pages; no pointers change.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+fn device_list(p: &Prepared) -> Vec<Option<Device>> {
+    p.targets.iter().map(|t| t.device.clone().ok()).collect()
+}

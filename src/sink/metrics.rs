@@ -1,0 +1,995 @@
+//! `--metrics-listen ADDR:PORT`: a Prometheus endpoint for `run` and the
+//! dashboard. `/metrics` answers in the Prometheus text format (0.0.4), or
+//! in OpenMetrics text when the scrape's `Accept` asks for
+//! `application/openmetrics-text`.
+//!
+//! One data path: the aggregator's snapshots reach `MetricsSink` like any
+//! other `Sink` (through `output::Tee`), and only the sink updates the
+//! metrics. Writers never touch them. The counters and gauges are atomics;
+//! the latency histograms have a small mutex each, shared only by the sink
+//! thread and the HTTP thread. A scrape encodes into a string under those
+//! locks and then writes the string, so a slow client holds no lock.
+//!
+//! Every series carries `host`; workload series carry `target`,
+//! `filesystem` and `mode` (the mode can change at runtime in the
+//! dashboard: each mode gets its own series). Names are `stallscope_*` in
+//! base units (seconds, bytes, ratios 0..1).
+
+use crate::base::error::UsageError;
+use crate::model::marker::{Marker, MarkerKind};
+use crate::model::snapshot::{Snapshot, Summary, TargetMeta};
+use crate::sink::Sink;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Registry, Unit};
+use std::borrow::Cow;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Upper bounds (seconds) of the latency buckets: 10 µs to 60 s in 1-2.5-5
+/// steps (×2 to ×2.5). 100 ms, the default stall threshold, is a bound.
+pub const LATENCY_BUCKETS: [f64; 21] = [
+    10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1,
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 60.0,
+];
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PROMETHEUS_TEXT: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// `--metrics-listen`: a bare port means loopback (127.0.0.1:PORT); an
+/// `ADDR:PORT` (IPv6 as `[::1]:PORT`, or a host name) binds what it says.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    const HINT: &str = "give PORT (loopback) or ADDR:PORT, e.g. 9187 or 0.0.0.0:9187";
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<u16>()
+            .map(|p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p))
+            .map_err(|_| format!("port {s} is out of range (0-65535)"));
+    }
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        return Err(format!(
+            "no address before :{port}; {HINT} (0.0.0.0:{port} listens on every interface)"
+        ));
+    }
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && !host.contains(':') => {
+            let port: u16 = port
+                .parse()
+                .map_err(|_| format!("bad port {port:?}; {HINT}"))?;
+            (host, port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| format!("cannot resolve {host:?}; {HINT}"))
+        }
+        _ => Err(format!("bad address {s:?}; {HINT}")),
+    }
+}
+
+/// Per-bucket (not cumulative) counts of a classic histogram, the last
+/// bucket being +Inf, with the sum and count of what was observed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buckets {
+    pub buckets: Vec<(f64, u64)>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Buckets {
+    pub fn new(bounds: &[f64]) -> Buckets {
+        Buckets {
+            buckets: bounds
+                .iter()
+                .copied()
+                .filter(|b| b.is_finite())
+                .chain(std::iter::once(f64::INFINITY))
+                .map(|b| (b, 0))
+                .collect(),
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    /// `n` observations of `v` at once.
+    pub fn observe_n(&mut self, v: f64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let i = self
+            .buckets
+            .partition_point(|(b, _)| *b < v)
+            .min(self.buckets.len() - 1);
+        self.buckets[i].1 += n;
+        self.sum += v * n as f64;
+        self.count += n;
+    }
+
+    /// Adds an HdrHistogram whose values are in units of `unit_s` seconds:
+    /// one weighted observation per distinct recorded value (a few thousand
+    /// at most), never one per op. Each value stands for its HdrHistogram
+    /// bucket's median (the same value `Histogram::mean` uses).
+    pub fn add_hdr(&mut self, h: &hdrhistogram::Histogram<u64>, unit_s: f64) {
+        for v in h.iter_recorded() {
+            let val = h.median_equivalent(v.value_iterated_to()) as f64 * unit_s;
+            self.observe_n(val, v.count_at_value());
+        }
+    }
+}
+
+/// A classic Prometheus histogram filled from HdrHistograms (the
+/// prometheus-client `Histogram` has no weighted observe).
+#[derive(Clone, Debug)]
+pub struct LatencyHistogram(Arc<Mutex<Buckets>>);
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        LatencyHistogram(Arc::new(Mutex::new(Buckets::new(&LATENCY_BUCKETS))))
+    }
+}
+
+impl LatencyHistogram {
+    fn with<R>(&self, f: impl FnOnce(&mut Buckets) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+    /// Adds an interval's latencies recorded in microseconds.
+    pub fn add_us(&self, h: &hdrhistogram::Histogram<u64>) {
+        self.with(|b| b.add_hdr(h, 1e-6));
+    }
+    pub fn get(&self) -> Buckets {
+        self.with(|b| b.clone())
+    }
+}
+
+impl TypedMetric for LatencyHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for LatencyHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let b = self.get();
+        encoder.encode_histogram::<NoLabelSet>(b.sum, b.count, &b.buckets, None)
+    }
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabels {
+    target: String,
+    filesystem: String,
+    mode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabels {
+    target: String,
+    filesystem: String,
+    mode: String,
+    cause: String,
+}
+
+/// An observed process (observe mode).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcLabels {
+    pid: String,
+    comm: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcCauseLabels {
+    pid: String,
+    comm: String,
+    cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcFaultLabels {
+    pid: String,
+    comm: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DevLabels {
+    target: String,
+    filesystem: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    kernel: String,
+}
+
+type FloatCounter = Counter<f64, AtomicU64>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+/// A gauge that is absent while its value is unknown (no series beats a 0).
+type MaybeGauge = Family<Vec<(String, String)>, FloatGauge>;
+
+fn set_maybe(g: &MaybeGauge, v: Option<f64>) {
+    let none = Vec::new();
+    match v {
+        Some(v) => {
+            g.get_or_create(&none).set(v);
+        }
+        None => {
+            g.remove(&none);
+        }
+    }
+}
+
+/// The metric families; cheap clones of shared atomics.
+#[derive(Clone, Default)]
+struct Metrics {
+    ops: Family<TargetLabels, Counter>,
+    bytes: Family<TargetLabels, Counter>,
+    stalls: Family<CauseLabels, Counter>,
+    stall_seconds: Family<CauseLabels, FloatCounter>,
+    throttle_pause: Family<TargetLabels, FloatCounter>,
+    latency: Family<TargetLabels, LatencyHistogram>,
+    sync_latency: Family<TargetLabels, LatencyHistogram>,
+    dirty: MaybeGauge,
+    writeback: MaybeGauge,
+    dirty_thresh: MaybeGauge,
+    dirty_bg_thresh: MaybeGauge,
+    psi_some: MaybeGauge,
+    psi_full: MaybeGauge,
+    util: Family<DevLabels, FloatGauge>,
+    obs_stalls: Family<ProcCauseLabels, Counter>,
+    obs_stall_seconds: Family<ProcCauseLabels, FloatCounter>,
+    obs_d_threads: Family<ProcLabels, Gauge>,
+    obs_written: Family<ProcLabels, Counter>,
+    obs_throttle_pause: Family<ProcLabels, FloatCounter>,
+    obs_faults: Family<ProcFaultLabels, Counter>,
+}
+
+fn read_proc(p: &str) -> String {
+    std::fs::read_to_string(p)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+impl Metrics {
+    fn registry(&self, host: String) -> Registry {
+        let labels = std::iter::once((Cow::Borrowed("host"), Cow::Owned(host)));
+        let mut r = Registry::with_prefix_and_labels("stallscope", labels);
+        let m = self.clone();
+        r.register(
+            "ops",
+            "Write ops completed (each writer op: one record or block)",
+            m.ops,
+        );
+        r.register_with_unit(
+            "written",
+            "Bytes written by the writers' ops",
+            Unit::Bytes,
+            m.bytes,
+        );
+        r.register(
+            "stalls",
+            "Ops that took at least the stall threshold, by attributed cause",
+            m.stalls,
+        );
+        r.register_with_unit(
+            "stall",
+            "Time spent in stalled ops, by attributed cause",
+            Unit::Seconds,
+            m.stall_seconds,
+        );
+        r.register_with_unit(
+            "throttle_pause",
+            "Time the writer threads slept in balance_dirty_pages (needs kernel tracing)",
+            Unit::Seconds,
+            m.throttle_pause,
+        );
+        r.register_with_unit(
+            "op_latency",
+            "Latency of write ops",
+            Unit::Seconds,
+            m.latency,
+        );
+        r.register_with_unit(
+            "sync_latency",
+            "Latency of sync ops (msync, fdatasync, syncfs)",
+            Unit::Seconds,
+            m.sync_latency,
+        );
+        r.register_with_unit(
+            "dirty",
+            "Dirty page cache, system-wide (/proc/meminfo Dirty)",
+            Unit::Bytes,
+            m.dirty,
+        );
+        r.register_with_unit(
+            "writeback",
+            "Page cache under writeback, system-wide (/proc/meminfo Writeback)",
+            Unit::Bytes,
+            m.writeback,
+        );
+        r.register_with_unit(
+            "dirty_threshold",
+            "Dirty level where writers are throttled hard (vmstat nr_dirty_threshold)",
+            Unit::Bytes,
+            m.dirty_thresh,
+        );
+        r.register_with_unit(
+            "dirty_background_threshold",
+            "Dirty level where background writeback starts (vmstat nr_dirty_background_threshold)",
+            Unit::Bytes,
+            m.dirty_bg_thresh,
+        );
+        let ratio = || Unit::Other("ratio".into());
+        r.register_with_unit(
+            "psi_io_some",
+            "Share of the last interval in which some task stalled on I/O (PSI), 0..1",
+            ratio(),
+            m.psi_some,
+        );
+        r.register_with_unit(
+            "psi_io_full",
+            "Share of the last interval in which all non-idle tasks stalled on I/O (PSI), 0..1",
+            ratio(),
+            m.psi_full,
+        );
+        r.register_with_unit(
+            "device_utilisation",
+            "Share of the last interval the target's block device had I/O in flight, 0..1",
+            ratio(),
+            m.util,
+        );
+        r.register(
+            "observed_stalls",
+            "Observe mode: D-state runs of the process's threads of at least the stall threshold, by cause",
+            m.obs_stalls,
+        );
+        r.register_with_unit(
+            "observed_stall",
+            "Observe mode: time the process's threads spent in those stalls, by cause",
+            Unit::Seconds,
+            m.obs_stall_seconds,
+        );
+        r.register(
+            "observed_uninterruptible_threads",
+            "Observe mode: most of the process's threads in uninterruptible sleep (D) in one sample of the last interval",
+            m.obs_d_threads,
+        );
+        r.register_with_unit(
+            "observed_written",
+            "Observe mode: bytes the process wrote or dirtied for storage (/proc/PID/io write_bytes)",
+            Unit::Bytes,
+            m.obs_written,
+        );
+        r.register_with_unit(
+            "observed_throttle_pause",
+            "Observe mode: time the process's threads slept in balance_dirty_pages (needs kernel tracing)",
+            Unit::Seconds,
+            m.obs_throttle_pause,
+        );
+        r.register(
+            "observed_faults",
+            "Observe mode: page faults of the process's threads, by kind (minor, major)",
+            m.obs_faults,
+        );
+        r.register(
+            "build",
+            "stallscope version and the running kernel",
+            Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+                kernel: read_proc("/proc/sys/kernel/osrelease"),
+            }),
+        );
+        r
+    }
+}
+
+/// Which text format a scrape gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exposition {
+    Prometheus,
+    OpenMetrics,
+}
+
+impl Exposition {
+    /// From the scrape's `Accept` header.
+    pub fn from_accept(accept: Option<&str>) -> Exposition {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Exposition::OpenMetrics,
+            _ => Exposition::Prometheus,
+        }
+    }
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::Prometheus => PROMETHEUS_TEXT,
+            Exposition::OpenMetrics => OPENMETRICS,
+        }
+    }
+}
+
+/// The exposition body for one scrape.
+fn encode(registry: &Registry, format: Exposition) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let r = match format {
+        Exposition::Prometheus => {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, registry)
+        }
+        Exposition::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, registry),
+    };
+    if let Err(e) = r {
+        out = format!("# encoding failed: {e}\n");
+    }
+    out
+}
+
+/// The `Sink` that keeps the metrics, and owner of the HTTP thread (stopped
+/// on drop).
+pub struct MetricsSink {
+    metrics: Metrics,
+    registry: Arc<Registry>,
+    metas: Vec<TargetMeta>,
+    /// Where it listens (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Binds `addr` and starts the HTTP thread. A bad address or a port in use
+/// is a usage error (exit 2), found before any writer starts.
+pub fn serve(addr: SocketAddr) -> Result<MetricsSink, UsageError> {
+    let server = tiny_http::Server::http(addr)
+        .map_err(|e| UsageError::new(format!("--metrics-listen {addr}: cannot listen: {e}")))?;
+    let addr = server.server_addr().to_ip().unwrap_or(addr);
+    let server = Arc::new(server);
+    let metrics = Metrics::default();
+    let registry = Arc::new(metrics.registry(read_proc("/proc/sys/kernel/hostname")));
+    let thread = {
+        let (server, registry) = (server.clone(), registry.clone());
+        std::thread::Builder::new()
+            .name("ss-metrics".into())
+            .spawn(move || http_loop(&server, &registry))
+            .map_err(|e| UsageError::new(format!("--metrics-listen: cannot start thread: {e}")))?
+    };
+    Ok(MetricsSink {
+        metrics,
+        registry,
+        metas: Vec::new(),
+        addr,
+        server,
+        thread: Some(thread),
+    })
+}
+
+/// `serve` when asked, and the one stderr line that says where.
+pub fn start(addr: Option<SocketAddr>) -> Result<Option<MetricsSink>, UsageError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let m = serve(addr)?;
+    eprintln!("stallscope: metrics on http://{}/metrics", m.addr);
+    Ok(Some(m))
+}
+
+fn http_loop(server: &tiny_http::Server, registry: &Registry) {
+    use tiny_http::{Header, Method, Response};
+    let header = |v: &str| Header::from_bytes(&b"Content-Type"[..], v.as_bytes()).ok();
+    for req in server.incoming_requests() {
+        let path = req.url().split('?').next().unwrap_or("");
+        let get = matches!(req.method(), Method::Get | Method::Head);
+        let resp = if get && path == "/metrics" {
+            let accept = req
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Accept"))
+                .map(|h| h.value.as_str());
+            let f = Exposition::from_accept(accept);
+            let mut r = Response::from_string(encode(registry, f));
+            if let Some(h) = header(f.content_type()) {
+                r.add_header(h);
+            }
+            r
+        } else if get && path == "/" {
+            Response::from_string("stallscope: metrics are at /metrics\n")
+        } else {
+            Response::from_string("not found; metrics are at /metrics\n").with_status_code(404)
+        };
+        let _ = req.respond(resp);
+    }
+}
+
+impl Drop for MetricsSink {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl MetricsSink {
+    /// The body a scrape would get now (tests, and a look without HTTP).
+    pub fn render(&self, format: Exposition) -> String {
+        encode(&self.registry, format)
+    }
+
+    /// Observe mode: each watched process's figures and stalls.
+    fn observed(&self, s: &Snapshot) {
+        let m = &self.metrics;
+        let pl = |pid: u32, comm: &str| ProcLabels {
+            pid: pid.to_string(),
+            comm: comm.to_string(),
+        };
+        let with = |l: &ProcLabels, cause: &str| ProcCauseLabels {
+            pid: l.pid.clone(),
+            comm: l.comm.clone(),
+            cause: cause.to_string(),
+        };
+        for o in &s.observed {
+            let l = pl(o.pid, &o.comm);
+            if m.obs_d_threads.get(&l).is_none() {
+                for c in crate::model::cause::Cause::ALL {
+                    m.obs_stalls.get_or_create(&with(&l, c.as_str())).inc_by(0);
+                    m.obs_stall_seconds
+                        .get_or_create(&with(&l, c.as_str()))
+                        .inc_by(0.0);
+                }
+            }
+            if !o.alive {
+                m.obs_d_threads.remove(&l);
+                continue;
+            }
+            m.obs_d_threads
+                .get_or_create(&l)
+                .set(i64::from(o.d_threads_max));
+            if let Some(b) = o.write_bytes {
+                m.obs_written.get_or_create(&l).inc_by(b);
+            }
+            if let Some(b) = o.bdp {
+                m.obs_throttle_pause
+                    .get_or_create(&l)
+                    .inc_by(b.pause_ms as f64 / 1e3);
+            }
+            for (kind, n) in [("minor", o.minflt), ("major", o.majflt)] {
+                m.obs_faults
+                    .get_or_create(&ProcFaultLabels {
+                        pid: l.pid.clone(),
+                        comm: l.comm.clone(),
+                        kind: kind.into(),
+                    })
+                    .inc_by(n);
+            }
+        }
+        for st in &s.observed_stalls {
+            let cl = with(&pl(st.pid, &st.comm), st.stall.why.cause.as_str());
+            m.obs_stalls.get_or_create(&cl).inc();
+            m.obs_stall_seconds
+                .get_or_create(&cl)
+                .inc_by(st.stall.ev.dur_ns as f64 / 1e9);
+        }
+    }
+
+    fn labels(&self, target: usize, mode: &str) -> TargetLabels {
+        let (path, fs) = self
+            .metas
+            .get(target)
+            .map_or(("?", "?"), |m| (m.path.as_str(), m.fs.as_str()));
+        TargetLabels {
+            target: path.into(),
+            filesystem: fs.into(),
+            mode: mode.into(),
+        }
+    }
+}
+
+fn with_cause(l: &TargetLabels, cause: &str) -> CauseLabels {
+    CauseLabels {
+        target: l.target.clone(),
+        filesystem: l.filesystem.clone(),
+        mode: l.mode.clone(),
+        cause: cause.into(),
+    }
+}
+
+impl Sink for MetricsSink {
+    fn begin(&mut self, targets: &[TargetMeta]) -> io::Result<()> {
+        self.metas = targets.to_vec();
+        Ok(())
+    }
+
+    fn snapshot(&mut self, s: &Snapshot) -> io::Result<()> {
+        let m = &self.metrics;
+        let k = s.kernel.as_ref();
+        for t in &s.targets {
+            let l = self.labels(t.target, t.mode.as_str());
+            if m.ops.get(&l).is_none() {
+                // Every cause from 0, so the first stall shows in rate().
+                for c in crate::model::cause::Cause::ALL {
+                    let cl = with_cause(&l, c.as_str());
+                    m.stalls.get_or_create(&cl).inc_by(0);
+                    m.stall_seconds.get_or_create(&cl).inc_by(0.0);
+                }
+            }
+            m.ops.get_or_create(&l).inc_by(t.ops);
+            m.bytes.get_or_create(&l).inc_by(t.bytes);
+            m.latency.get_or_create(&l).add_us(&t.hist);
+            m.sync_latency.get_or_create(&l).add_us(&t.sync_hist);
+            if let Some(b) = t.bdp {
+                m.throttle_pause
+                    .get_or_create(&l)
+                    .inc_by(b.pause_ms as f64 / 1e3);
+            }
+            let dl = DevLabels {
+                target: l.target,
+                filesystem: l.filesystem,
+            };
+            match k
+                .and_then(|k| k.devs.get(t.target))
+                .and_then(|d| d.as_ref())
+            {
+                Some(d) => {
+                    m.util.get_or_create(&dl).set(d.util_pct / 100.0);
+                }
+                None => {
+                    m.util.remove(&dl);
+                }
+            }
+        }
+        for st in &s.stalls {
+            let mode = s
+                .targets
+                .iter()
+                .find(|t| t.target == st.ev.target)
+                .map_or("?", |t| t.mode.as_str());
+            let cl = with_cause(&self.labels(st.ev.target, mode), st.why.cause.as_str());
+            m.stalls.get_or_create(&cl).inc();
+            m.stall_seconds
+                .get_or_create(&cl)
+                .inc_by(st.ev.dur_ns as f64 / 1e9);
+        }
+        self.observed(s);
+        let bytes = |kib: Option<u64>| kib.map(|v| v as f64 * 1024.0);
+        set_maybe(&m.dirty, bytes(k.and_then(|k| k.dirty_kib)));
+        set_maybe(&m.writeback, bytes(k.and_then(|k| k.writeback_kib)));
+        set_maybe(&m.dirty_thresh, bytes(k.and_then(|k| k.dirty_thresh_kib)));
+        set_maybe(
+            &m.dirty_bg_thresh,
+            bytes(k.and_then(|k| k.dirty_bg_thresh_kib)),
+        );
+        let ratio = |pct: Option<f64>| pct.map(|p| (p / 100.0).clamp(0.0, 1.0));
+        set_maybe(&m.psi_some, ratio(k.and_then(|k| k.psi_io_some_pct)));
+        set_maybe(&m.psi_full, ratio(k.and_then(|k| k.psi_io_full_pct)));
+        Ok(())
+    }
+
+    fn summary(&mut self, _s: &Summary) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// The dashboard adds targets at runtime; their meta comes as a marker.
+    fn marker(&mut self, mk: &Marker) -> io::Result<()> {
+        if let (Some(meta), MarkerKind::TargetAdded) = (&mk.meta, mk.kind) {
+            if !self.metas.contains(meta) {
+                self.metas.push(meta.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// No metrics asked for: a sink that does nothing, so callers can always
+/// `Tee` with it.
+impl Sink for Option<MetricsSink> {
+    fn begin(&mut self, targets: &[TargetMeta]) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), |m| m.begin(targets))
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), |m| m.snapshot(s))
+    }
+    fn summary(&mut self, s: &Summary) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), |m| m.summary(s))
+    }
+    fn marker(&mut self, mk: &Marker) -> io::Result<()> {
+        self.as_mut().map_or(Ok(()), |m| m.marker(mk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_port_means_loopback() {
+        assert_eq!(
+            parse_listen("9187").unwrap(),
+            "127.0.0.1:9187".parse().unwrap()
+        );
+        assert_eq!(parse_listen("0").unwrap(), "127.0.0.1:0".parse().unwrap());
+        assert_eq!(
+            parse_listen("0.0.0.0:9187").unwrap(),
+            "0.0.0.0:9187".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("[::1]:9187").unwrap(),
+            "[::1]:9187".parse().unwrap()
+        );
+        assert!(parse_listen("localhost:9187").unwrap().ip().is_loopback());
+    }
+
+    #[test]
+    fn bad_addresses_say_what_to_give() {
+        for (bad, needle) in [
+            ("70000", "out of range"),
+            (":9187", "0.0.0.0:9187"),
+            ("1.2.3.4:http", "bad port"),
+            ("1.2.3.4:99999", "bad port"),
+            ("", "PORT"),
+            ("::1:80", "ADDR:PORT"),
+        ] {
+            let e = parse_listen(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad:?}: {e}");
+        }
+    }
+
+    fn hdr(values: &[(u64, u64)]) -> hdrhistogram::Histogram<u64> {
+        let mut h = crate::model::ops::new_histogram();
+        for &(v, n) in values {
+            h.record_n(v, n).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn hdr_values_land_in_their_buckets_with_counts() {
+        // µs: 5 → le 10µs; 10 → le 10µs (le is inclusive); 11 → le 25µs;
+        // 3 ms → le 5 ms; 2 s → le 2.5 s; 60 s → le 60 s or +Inf.
+        let h = hdr(&[
+            (5, 3),
+            (10, 1),
+            (11, 2),
+            (3_000, 7),
+            (2_000_000, 1),
+            (60_000_000, 1),
+        ]);
+        let mut b = Buckets::new(&LATENCY_BUCKETS);
+        b.add_hdr(&h, 1e-6);
+        let at = |le: f64| b.buckets.iter().find(|(x, _)| *x == le).unwrap().1;
+        assert_eq!(at(10e-6), 4);
+        assert_eq!(at(25e-6), 2);
+        assert_eq!(at(5e-3), 7);
+        assert_eq!(at(2.5), 1);
+        assert_eq!(at(60.0) + at(f64::INFINITY), 1);
+        assert_eq!(b.count, 15);
+        assert_eq!(b.buckets.iter().map(|x| x.1).sum::<u64>(), b.count);
+        let exact = (5.0 * 3.0 + 10.0 + 22.0 + 21_000.0 + 2e6 + 6e7) * 1e-6;
+        assert!((b.sum - exact).abs() / exact < 0.01, "{} vs {exact}", b.sum);
+        // Adding again accumulates (a counter-like histogram).
+        b.add_hdr(&h, 1e-6);
+        assert_eq!(b.count, 30);
+        assert_eq!(b.buckets[0], (10e-6, 8));
+    }
+
+    #[test]
+    fn one_call_per_distinct_value_not_per_op() {
+        let h = hdr(&[(250, 1_000_000), (251, 1)]);
+        assert_eq!(h.iter_recorded().count(), 2);
+        let mut b = Buckets::new(&LATENCY_BUCKETS);
+        b.add_hdr(&h, 1e-6);
+        assert_eq!(b.count, 1_000_001);
+        let le = |x: f64| b.buckets.iter().find(|(u, _)| *u == x).unwrap().1;
+        assert_eq!(le(250e-6), 1_000_000);
+        assert_eq!(le(500e-6), 1);
+        assert_eq!(b.buckets.len(), LATENCY_BUCKETS.len() + 1);
+        assert!(b.buckets.last().unwrap().0.is_infinite());
+    }
+
+    /// The value of the one sample of `name` whose labels include all of `labels`.
+    fn value(body: &str, name: &str, labels: &[&str]) -> Option<f64> {
+        let hits: Vec<f64> = body
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter(|l| labels.iter().all(|x| l.contains(x)))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
+            .collect();
+        assert!(hits.len() <= 1, "{name} {labels:?}: {hits:?}");
+        hits.first().copied()
+    }
+
+    #[test]
+    fn observed_processes_are_exported_by_pid_and_comm() {
+        use crate::model::cause::Cause;
+        use crate::tui::app::fixture::{snapshot, stall};
+        let mut m = serve("127.0.0.1:0".parse().unwrap()).unwrap();
+        m.begin(&[]).unwrap();
+        let mut s = snapshot(1, 0, 0, vec![]);
+        s.observed = vec![crate::model::snapshot::ObservedInterval {
+            pid: 42,
+            comm: "java".into(),
+            alive: true,
+            d_threads_max: 3,
+            minflt: 10,
+            majflt: 2,
+            write_bytes: Some(4096),
+            bdp: Some(crate::model::snapshot::BdpStats {
+                events: 2,
+                pause_ms: 250,
+                max_pause_ms: 200,
+            }),
+            ..Default::default()
+        }];
+        s.observed_stalls = vec![crate::model::snapshot::ObservedStall {
+            pid: 42,
+            comm: "java".into(),
+            thread_comm: "MutationStage".into(),
+            stall: stall(
+                crate::model::snapshot::OBSERVED,
+                0.2,
+                500.0,
+                43,
+                Cause::DirtyThrottle,
+            ),
+        }];
+        m.snapshot(&s).unwrap();
+        let body = m.render(Exposition::Prometheus);
+        let p = ["pid=\"42\"", "comm=\"java\""];
+        let v = |name: &str, extra: &[&str]| {
+            let l: Vec<&str> = p.iter().chain(extra).copied().collect();
+            value(&body, name, &l)
+        };
+        assert_eq!(
+            v("stallscope_observed_uninterruptible_threads", &[]),
+            Some(3.0),
+            "{body}"
+        );
+        assert_eq!(
+            v("stallscope_observed_written_bytes_total", &[]),
+            Some(4096.0)
+        );
+        assert_eq!(
+            v("stallscope_observed_throttle_pause_seconds_total", &[]),
+            Some(0.25)
+        );
+        assert_eq!(
+            v("stallscope_observed_faults_total", &["kind=\"major\""]),
+            Some(2.0)
+        );
+        let dt = ["cause=\"dirty_throttle\""];
+        assert_eq!(v("stallscope_observed_stalls_total", &dt), Some(1.0));
+        assert_eq!(v("stallscope_observed_stall_seconds_total", &dt), Some(0.5));
+        assert_eq!(
+            v("stallscope_observed_stalls_total", &["cause=\"sync\""]),
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn the_sink_turns_snapshots_into_metrics() {
+        use crate::model::cause::Cause;
+        use crate::tui::app::fixture::{meta, snapshot, stall};
+        let mut m = serve("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert_ne!(m.addr.port(), 0);
+        m.begin(&[meta(0), meta(1)]).unwrap();
+        let st = vec![stall(0, 0.5, 2300.0, 7, Cause::DirtyThrottle)];
+        m.snapshot(&snapshot(1, 2, 0, st)).unwrap();
+        m.snapshot(&snapshot(2, 2, 0, vec![])).unwrap();
+        let body = m.render(Exposition::Prometheus);
+        let ext4 = [
+            "target=\"/mnt/ext4\"",
+            "filesystem=\"ext4\"",
+            "mode=\"mmap\"",
+        ];
+        let ops = |b: &str, l: &[&str]| value(b, "stallscope_ops_total", l);
+        assert_eq!(ops(&body, &ext4), Some(20_300.0), "{body}");
+        // The inactive target is exported too, at 0.
+        assert_eq!(ops(&body, &["target=\"/mnt/xfs\""]), Some(0.0));
+        let throttle = [ext4[0], "cause=\"dirty_throttle\""];
+        assert_eq!(
+            value(&body, "stallscope_stalls_total", &throttle),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &body,
+                "stallscope_stalls_total",
+                &[ext4[0], "cause=\"sync\""]
+            ),
+            Some(0.0),
+            "every cause starts at 0"
+        );
+        let secs = value(&body, "stallscope_stall_seconds_total", &throttle).unwrap();
+        assert!((secs - 2.3).abs() < 1e-9, "{secs}");
+        let pause = value(&body, "stallscope_throttle_pause_seconds_total", &ext4).unwrap();
+        assert!((pause - 0.24).abs() < 1e-9, "{pause}");
+        let count = value(&body, "stallscope_op_latency_seconds_count", &ext4);
+        assert_eq!(count, Some(2000.0));
+        let inf = value(
+            &body,
+            "stallscope_op_latency_seconds_bucket",
+            &[ext4[0], "le=\"+Inf\""],
+        );
+        assert_eq!(inf, count);
+        let le1ms = value(
+            &body,
+            "stallscope_op_latency_seconds_bucket",
+            &[ext4[0], "le=\"0.001\""],
+        );
+        assert_eq!(le1ms, Some(2.0 * 985.0));
+        assert_eq!(
+            value(&body, "stallscope_dirty_bytes", &[]),
+            Some(42.0 * 1024.0 * 1024.0)
+        );
+        assert_eq!(
+            value(&body, "stallscope_psi_io_full_ratio", &[]),
+            Some(0.12)
+        );
+        assert_eq!(
+            value(
+                &body,
+                "stallscope_device_utilisation_ratio",
+                &["target=\"/mnt/xfs\""]
+            ),
+            Some(0.8)
+        );
+        assert_eq!(
+            value(&body, "stallscope_build_info", &["version=\""]),
+            Some(1.0)
+        );
+        assert!(body.contains("host=\""));
+
+        // A mode change starts new series; the old ones stay. No kernel
+        // sample: the kernel gauges go away rather than read 0.
+        let mut s = snapshot(3, 2, 0, vec![]);
+        s.targets[0].mode = crate::config::Mode::Buffered;
+        s.kernel = None;
+        m.snapshot(&s).unwrap();
+        let body = m.render(Exposition::Prometheus);
+        assert_eq!(ops(&body, &ext4), Some(20_300.0));
+        assert_eq!(ops(&body, &[ext4[0], "mode=\"buffered\""]), Some(10_300.0));
+        assert_eq!(value(&body, "stallscope_dirty_bytes", &[]), None, "{body}");
+        assert_eq!(
+            value(&body, "stallscope_device_utilisation_ratio", &[]),
+            None
+        );
+
+        // A target added in the dashboard arrives as a marker.
+        let mk = Marker {
+            t_s: 4.0,
+            kind: MarkerKind::TargetAdded,
+            detail: "/mnt/ext42".into(),
+            meta: Some(meta(2)),
+        };
+        m.marker(&mk).unwrap();
+        m.snapshot(&snapshot(4, 3, 2, vec![])).unwrap();
+        let body = m.render(Exposition::OpenMetrics);
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        assert!(body.contains("stallscope_ops_total{host="), "{body}");
+        assert!(
+            ops(&body, &["target=\"/mnt/ext42\""]).unwrap() > 0.0,
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn accept_header_picks_the_format() {
+        assert_eq!(Exposition::from_accept(None), Exposition::Prometheus);
+        assert_eq!(
+            Exposition::from_accept(Some("text/plain;version=0.0.4;q=0.5,*/*;q=0.1")),
+            Exposition::Prometheus
+        );
+        assert_eq!(
+            Exposition::from_accept(Some(
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+            )),
+            Exposition::OpenMetrics
+        );
+    }
+}

@@ -1,0 +1,380 @@
+//! The JSONL schema: one builder per line type (interval, stall, event,
+//! observed, summary), shared by the printer and the recorder so a
+//! recording's lines are exactly `run --format jsonl`'s. Field names are a
+//! public schema: add fields, never rename them.
+
+use crate::model::cause::{Cause, Confidence, Evidence};
+use crate::model::kernel::DevInterval;
+use crate::model::ops::OpKind;
+use crate::model::snapshot::{
+    BdpStats, CauseTotal, LatSummary, ObservedInterval, ObservedStall, ObservedSummary, Snapshot,
+    Stall, Summary, TargetInterval, TargetMeta,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Serialize)]
+pub struct IntervalLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub t_s: f64,
+    pub target: &'a str,
+    pub fs: &'a str,
+    pub mode: &'static str,
+    pub threads: u32,
+    pub ops: u64,
+    pub ops_per_s: f64,
+    pub mib_per_s: f64,
+    pub lat_us: LatSummary,
+    pub stalls: u32,
+    pub sync: SyncLine,
+    #[serde(flatten)]
+    pub system: SystemLine,
+    pub dev: Option<&'a DevInterval>,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// null when kernel tracing is unavailable (unknown, not zero).
+    pub bdp: Option<BdpStats>,
+    pub wb_waits: Option<u64>,
+    pub wb_starts: Option<&'a BTreeMap<String, u64>>,
+    /// Present (true) once a writer of this target stopped on an error.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+}
+
+/// The system-wide kernel figures every interval and observed line carries.
+#[derive(Serialize)]
+pub struct SystemLine {
+    pub dirty_kib: Option<u64>,
+    pub writeback_kib: Option<u64>,
+    pub dirty_thresh_kib: Option<u64>,
+    pub dirty_bg_thresh_kib: Option<u64>,
+    pub psi_io_some_pct: Option<f64>,
+    pub psi_io_full_pct: Option<f64>,
+}
+
+pub fn system_line(k: Option<&crate::model::kernel::KernelInterval>) -> SystemLine {
+    SystemLine {
+        dirty_kib: k.and_then(|k| k.dirty_kib),
+        writeback_kib: k.and_then(|k| k.writeback_kib),
+        dirty_thresh_kib: k.and_then(|k| k.dirty_thresh_kib),
+        dirty_bg_thresh_kib: k.and_then(|k| k.dirty_bg_thresh_kib),
+        psi_io_some_pct: k.and_then(|k| k.psi_io_some_pct).map(|v| round(v, 2)),
+        psi_io_full_pct: k.and_then(|k| k.psi_io_full_pct).map(|v| round(v, 2)),
+    }
+}
+
+#[derive(Serialize)]
+pub struct SyncLine {
+    pub ops: u64,
+    pub max_ms: f64,
+}
+
+#[derive(Serialize)]
+pub struct StallLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub t_s: f64,
+    pub duration_ms: f64,
+    pub thread: u32,
+    pub op: OpKind,
+    pub target: &'a str,
+    pub mode: &'static str,
+    pub cause: Cause,
+    pub confidence: Confidence,
+    pub evidence: &'a Evidence,
+}
+
+#[derive(Serialize)]
+pub struct EventLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub t_s: f64,
+    pub target: &'a str,
+    pub kind: crate::model::ops::EventKind,
+    pub message: &'a str,
+}
+
+/// Observe mode: one observed process over one interval, with the system
+/// figures (there may be no target line to carry them).
+#[derive(Serialize)]
+pub struct ObservedLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub t_s: f64,
+    /// Every field of the interval (write_bytes, bdp and wb_waits are null
+    /// when unknown: another user's process, no tracing).
+    #[serde(flatten)]
+    pub observed: &'a ObservedInterval,
+    pub write_mib_per_s: Option<f64>,
+    #[serde(flatten)]
+    pub system: SystemLine,
+}
+
+pub fn observed_line<'a>(s: &Snapshot, o: &'a ObservedInterval) -> ObservedLine<'a> {
+    ObservedLine {
+        ty: "observed",
+        t_s: round(s.t_s, 3),
+        observed: o,
+        write_mib_per_s: o.write_bytes.map(|b| {
+            round(
+                crate::model::snapshot::rates(0, b, s.interval_s).mib_per_s,
+                3,
+            )
+        }),
+        system: system_line(s.kernel.as_ref()),
+    }
+}
+
+/// A stall of an observed process's thread: the stall line's fields, with
+/// the process and thread instead of a target.
+#[derive(Serialize)]
+pub struct ObservedStallLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub t_s: f64,
+    pub duration_ms: f64,
+    pub pid: u32,
+    pub comm: &'a str,
+    pub tid: u32,
+    pub thread_comm: &'a str,
+    pub op: OpKind,
+    pub cause: Cause,
+    pub confidence: Confidence,
+    pub evidence: &'a Evidence,
+}
+
+pub fn observed_stall_line(o: &ObservedStall) -> ObservedStallLine<'_> {
+    let st = &o.stall;
+    ObservedStallLine {
+        ty: "stall",
+        t_s: round(st.ev.start_ns as f64 / 1e9, 3),
+        duration_ms: round(st.ev.dur_ns as f64 / 1e6, 3),
+        pid: o.pid,
+        comm: &o.comm,
+        tid: st.ev.thread,
+        thread_comm: &o.thread_comm,
+        op: st.ev.op,
+        cause: st.why.cause,
+        confidence: st.why.confidence,
+        evidence: &st.why.evidence,
+    }
+}
+
+#[derive(Serialize)]
+pub struct ObservedSummaryLine<'a> {
+    pub pid: u32,
+    pub comm: &'a str,
+    pub exited: bool,
+    pub d_threads_max: u32,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub write_bytes: Option<u64>,
+    pub stalls: u64,
+    pub stall_ms: f64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+fn observed_summary_line(o: &ObservedSummary) -> ObservedSummaryLine<'_> {
+    ObservedSummaryLine {
+        pid: o.pid,
+        comm: &o.comm,
+        exited: o.exited,
+        d_threads_max: o.d_threads_max,
+        minflt: o.minflt,
+        majflt: o.majflt,
+        write_bytes: o.write_bytes,
+        stalls: o.stalls,
+        stall_ms: round(o.stall_ns as f64 / 1e6, 3),
+        by_cause: rounded(o.by_cause.clone()),
+    }
+}
+
+#[derive(Serialize)]
+pub struct SummaryLine<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub duration_s: f64,
+    pub ops: u64,
+    pub mib_per_s: f64,
+    pub ops_per_s: f64,
+    pub lat_us: LatSummary,
+    pub stalls: u64,
+    pub stall_ms: f64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+    pub targets: Vec<TargetSummaryLine<'a>>,
+    /// Observe mode only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<ObservedSummaryLine<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct TargetSummaryLine<'a> {
+    pub target: &'a str,
+    pub ops: u64,
+    pub mib_per_s: f64,
+    pub ops_per_s: f64,
+    pub lat_us: LatSummary,
+    pub stalls: u64,
+    pub stall_ms: f64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+    pub sync: SyncLine,
+}
+
+pub fn round(v: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (v * m).round() / m
+}
+
+fn sync_line(h: &hdrhistogram::Histogram<u64>) -> SyncLine {
+    SyncLine {
+        ops: h.len(),
+        max_ms: round(h.max() as f64 / 1000.0, 3),
+    }
+}
+
+pub fn interval_line<'a>(
+    s: &'a Snapshot,
+    t: &TargetInterval,
+    meta: &'a TargetMeta,
+) -> IntervalLine<'a> {
+    let r = t.rates(s.interval_s);
+    let k = s.kernel.as_ref();
+    IntervalLine {
+        ty: "interval",
+        t_s: round(s.t_s, 3),
+        target: &meta.path,
+        fs: &meta.fs,
+        mode: t.mode.as_str(),
+        threads: t.threads,
+        ops: t.ops,
+        ops_per_s: round(r.ops_per_s, 1),
+        mib_per_s: round(r.mib_per_s, 3),
+        lat_us: LatSummary::of(&t.hist),
+        stalls: t.stalls,
+        sync: sync_line(&t.sync_hist),
+        system: system_line(k),
+        dev: k
+            .and_then(|k| k.devs.get(t.target))
+            .and_then(|d| d.as_ref()),
+        minflt: t.minflt,
+        majflt: t.majflt,
+        bdp: t.bdp,
+        wb_waits: t.wb_waits,
+        wb_starts: s.wb_starts.as_ref(),
+        failed: t.failed,
+    }
+}
+
+pub fn stall_line<'a>(st: &'a Stall, meta: &'a TargetMeta, mode: &'static str) -> StallLine<'a> {
+    let e = &st.ev;
+    StallLine {
+        ty: "stall",
+        t_s: round(e.start_ns as f64 / 1e9, 3),
+        duration_ms: round(e.dur_ns as f64 / 1e6, 3),
+        thread: e.thread,
+        op: e.op,
+        target: &meta.path,
+        mode,
+        cause: st.why.cause,
+        confidence: st.why.confidence,
+        evidence: &st.why.evidence,
+    }
+}
+
+pub fn summary_line<'a>(s: &'a Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> {
+    let all = crate::model::snapshot::rates(s.ops(), s.bytes(), s.duration_s);
+    SummaryLine {
+        ty: "summary",
+        duration_s: round(s.duration_s, 3),
+        ops: s.ops(),
+        mib_per_s: round(all.mib_per_s, 3),
+        ops_per_s: round(all.ops_per_s, 1),
+        lat_us: LatSummary::of(&s.merged()),
+        stalls: s.stalls(),
+        stall_ms: round(s.stall_ns() as f64 / 1e6, 3),
+        by_cause: rounded(s.by_cause()),
+        targets: s
+            .targets
+            .iter()
+            .map(|t| {
+                let r = crate::model::snapshot::rates(t.ops, t.bytes, s.duration_s);
+                TargetSummaryLine {
+                    target: meta.get(t.target).map(|m| m.path.as_str()).unwrap_or("?"),
+                    ops: t.ops,
+                    mib_per_s: round(r.mib_per_s, 3),
+                    ops_per_s: round(r.ops_per_s, 1),
+                    lat_us: LatSummary::of(&t.hist),
+                    stalls: t.stalls,
+                    stall_ms: round(t.stall_ns as f64 / 1e6, 3),
+                    by_cause: rounded(t.by_cause.clone()),
+                    sync: sync_line(&t.sync_hist),
+                }
+            })
+            .collect(),
+        observed: s.observed.iter().map(observed_summary_line).collect(),
+    }
+}
+
+/// Stall count and time by cause.
+pub fn cause_totals<'a>(stalls: impl Iterator<Item = &'a Stall>) -> BTreeMap<Cause, CauseTotal> {
+    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+    for s in stalls {
+        let e = m.entry(s.why.cause).or_default();
+        e.count += 1;
+        e.ms += s.ev.dur_ns as f64 / 1e6;
+    }
+    m
+}
+
+fn rounded(mut m: BTreeMap<Cause, CauseTotal>) -> BTreeMap<Cause, CauseTotal> {
+    for v in m.values_mut() {
+        v.ms = round(v.ms, 3);
+    }
+    m
+}
+
+/// The cause with the most stall time among one target's stalls.
+pub fn top_interval_cause(stalls: &[Stall], target: usize) -> Option<Cause> {
+    crate::model::snapshot::top_cause(&cause_totals(
+        stalls.iter().filter(|s| s.ev.target == target),
+    ))
+}
+
+/// A short human rendering of the evidence, for the table format.
+pub fn evidence_text(e: &Evidence) -> String {
+    let mut parts = Vec::new();
+    if let (Some(n), Some(p)) = (e.throttle_events, e.pause_ms) {
+        parts.push(format!("{n} throttle sleeps, {p} ms paused"));
+    }
+    if let (Some(d), Some(l)) = (e.dirty_pages, e.limit_pages) {
+        parts.push(format!("dirty {d} / limit {l} pages"));
+    }
+    if let Some(w) = e.wb_waits {
+        parts.push(format!("{w} writeback waits"));
+    }
+    if let Some(b) = &e.bdi {
+        parts.push(format!("bdi {b}"));
+    }
+    if let Some(op) = &e.sync_op {
+        parts.push(op.clone());
+    }
+    if let (Some(d), Some(t)) = (e.dirty_kib, e.throttle_start_kib) {
+        parts.push(format!(
+            "dirty {} MiB >= throttle start {} MiB",
+            d / 1024,
+            t / 1024
+        ));
+    }
+    if let Some(u) = e.util_pct {
+        parts.push(format!("device {u:.0}% busy"));
+    }
+    if let Some(a) = e.w_await_ms {
+        parts.push(format!("w_await {a:.1} ms"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", parts.join(", "))
+    }
+}

@@ -1,0 +1,564 @@
+//! Observe mode: watch another process's threads without adding write load.
+//!
+//! A sampler thread reads /proc/PID/task/*/stat every `observe_every`
+//! (default 50 ms, faster than the interval, to catch short D-state runs):
+//! each thread's state, minor and major faults, and /proc/PID/io's
+//! write_bytes. A run of uninterruptible sleep (D; dirty throttling sleeps
+//! TASK_KILLABLE, which is D) on one thread that lasts at least the stall
+//! threshold is a stall; while it lasts the thread's kernel stack is read
+//! (root) or its wchan, and the aggregator attributes it with the same rules
+//! as our own writers' stalls, adding the tracefs events of that thread id.
+//! A run's duration is the time from its first D sample to the first sample
+//! that is not D, so it is known to ± one sample period.
+//!
+//! Parsing and run detection are pure; only `Observer` touches /proc.
+
+use crate::base::clock::Clock;
+use crate::base::error::UsageError;
+use crate::model::cause::stack_cause;
+use crate::model::observed::{ObsStall, ObsTick, ProcTick, Watched};
+use crate::model::ops::Msg;
+use crossbeam::channel::Sender;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One thread as /proc/PID/task/TID/stat shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskStat {
+    pub tid: u32,
+    pub comm: String,
+    pub state: char,
+    pub minflt: u64,
+    pub majflt: u64,
+}
+
+/// Parses a stat line; the comm is in parentheses and may hold spaces and
+/// parentheses itself, so the fields start after the last ')'.
+pub fn parse_stat(line: &str) -> Option<TaskStat> {
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    let tid = line[..open].trim().parse().ok()?;
+    let comm = line.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = line[close + 1..].split_whitespace().collect();
+    // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+    Some(TaskStat {
+        tid,
+        comm,
+        state: rest.first()?.chars().next()?,
+        minflt: rest.get(7)?.parse().ok()?,
+        majflt: rest.get(9)?.parse().ok()?,
+    })
+}
+
+/// `write_bytes` of /proc/PID/io: bytes the process caused to be sent to
+/// storage (page-cache writes count when they are dirtied).
+pub fn parse_write_bytes(io: &str) -> Option<u64> {
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The processes named on the command line: pids must exist; a name
+/// matches a process's comm (the kernel cuts it to 15 bytes) or the base
+/// name of its argv[0]. stallscope itself is never observed.
+pub fn resolve(
+    proc_root: &Path,
+    pids: &[u32],
+    names: &[String],
+) -> Result<Vec<Watched>, UsageError> {
+    let me = std::process::id();
+    let mut out: Vec<Watched> = Vec::new();
+    for &pid in pids {
+        if pid == me {
+            return Err(UsageError::new(format!(
+                "--observe {pid} is stallscope itself"
+            )));
+        }
+        let comm = read_comm(proc_root, pid)
+            .ok_or_else(|| UsageError::new(format!("--observe {pid}: no such process")))?;
+        if !out.iter().any(|w| w.pid == pid) {
+            out.push(Watched { pid, comm });
+        }
+    }
+    for name in names {
+        if name.is_empty() {
+            return Err(UsageError::new(
+                "--observe-name needs a process name".to_string(),
+            ));
+        }
+        let mut found = 0;
+        for pid in list_pids(proc_root) {
+            if pid == me || out.iter().any(|w| w.pid == pid) {
+                continue;
+            }
+            let Some(comm) = read_comm(proc_root, pid) else {
+                continue;
+            };
+            let argv0 = std::fs::read(proc_root.join(format!("{pid}/cmdline")))
+                .ok()
+                .and_then(|b| {
+                    let first = b.split(|&c| c == 0).next()?.to_vec();
+                    let s = String::from_utf8_lossy(&first).to_string();
+                    s.rsplit('/').next().map(str::to_string)
+                });
+            let short: String = name.chars().take(15).collect();
+            if comm == short || argv0.as_deref() == Some(name.as_str()) {
+                out.push(Watched { pid, comm });
+                found += 1;
+            }
+        }
+        if found == 0 {
+            return Err(UsageError::new(format!(
+                "--observe-name {name}: no running process has that name"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn read_comm(proc_root: &Path, pid: u32) -> Option<String> {
+    std::fs::read_to_string(proc_root.join(format!("{pid}/comm")))
+        .ok()
+        .map(|s| s.trim_end().to_string())
+}
+
+fn list_pids(proc_root: &Path) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir(proc_root)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+#[derive(Clone, Debug)]
+struct Run {
+    pid: u32,
+    comm: String,
+    start_ns: u64,
+    stack: Option<String>,
+}
+
+/// Turns samples of thread states into stalls (pure).
+#[derive(Debug)]
+pub struct DRuns {
+    threshold_ns: u64,
+    open: HashMap<u32, Run>,
+}
+
+impl DRuns {
+    pub fn new(threshold: Duration) -> DRuns {
+        DRuns {
+            threshold_ns: threshold.as_nanos() as u64,
+            open: HashMap::new(),
+        }
+    }
+
+    /// One sample of one process: its threads and whether each is in D.
+    /// Returns the runs of that process that ended (long enough to count).
+    pub fn update(&mut self, pid: u32, t_ns: u64, tasks: &[(u32, &str, bool)]) -> Vec<ObsStall> {
+        for &(tid, comm, in_d) in tasks {
+            if in_d {
+                self.open.entry(tid).or_insert_with(|| Run {
+                    pid,
+                    comm: comm.to_string(),
+                    start_ns: t_ns,
+                    stack: None,
+                });
+            }
+        }
+        let ended: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(tid, r)| r.pid == pid && !tasks.iter().any(|&(t, _, d)| t == **tid && d))
+            .map(|(tid, _)| *tid)
+            .collect();
+        self.close(&ended, t_ns)
+    }
+
+    /// Every run of `pid` ends (the process exited) or all runs (at stop).
+    pub fn close_all(&mut self, pid: Option<u32>, t_ns: u64) -> Vec<ObsStall> {
+        let tids: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(_, r)| pid.is_none_or(|p| r.pid == p))
+            .map(|(t, _)| *t)
+            .collect();
+        self.close(&tids, t_ns)
+    }
+
+    fn close(&mut self, tids: &[u32], t_ns: u64) -> Vec<ObsStall> {
+        let mut out = Vec::new();
+        for tid in tids {
+            let Some(r) = self.open.remove(tid) else {
+                continue;
+            };
+            let dur_ns = t_ns.saturating_sub(r.start_ns);
+            if dur_ns >= self.threshold_ns {
+                out.push(ObsStall {
+                    pid: r.pid,
+                    tid: *tid,
+                    thread_comm: r.comm,
+                    start_ns: r.start_ns,
+                    dur_ns,
+                    stack: r.stack,
+                });
+            }
+        }
+        out.sort_by_key(|s| s.start_ns);
+        out
+    }
+
+    /// Open runs at least as long as the threshold at `t_ns`, as stalls
+    /// whose `dur_ns` is the time so far.
+    pub fn ongoing(&self, t_ns: u64) -> Vec<ObsStall> {
+        let mut v: Vec<ObsStall> = self
+            .open
+            .iter()
+            .filter(|(_, r)| t_ns.saturating_sub(r.start_ns) >= self.threshold_ns)
+            .map(|(tid, r)| ObsStall {
+                pid: r.pid,
+                tid: *tid,
+                thread_comm: r.comm.clone(),
+                start_ns: r.start_ns,
+                dur_ns: t_ns - r.start_ns,
+                stack: r.stack.clone(),
+            })
+            .collect();
+        v.sort_by_key(|s| (s.start_ns, s.tid));
+        v
+    }
+
+    /// Whether a stack read of this thread could still tell us more.
+    pub fn wants_stack(&self, tid: u32) -> bool {
+        self.open
+            .get(&tid)
+            .is_some_and(|r| r.stack.as_deref().and_then(stack_cause).is_none())
+    }
+
+    /// Keeps a stack for the open run, preferring a conclusive one.
+    pub fn set_stack(&mut self, tid: u32, stack: String) {
+        if let Some(r) = self.open.get_mut(&tid) {
+            if r.stack.is_none() || stack_cause(&stack).is_some() {
+                r.stack = Some(stack);
+            }
+        }
+    }
+}
+
+/// Counters of one process at the previous sample.
+#[derive(Clone, Debug, Default)]
+struct Prev {
+    faults: HashMap<u32, (u64, u64)>,
+    write_bytes: Option<u64>,
+}
+
+/// Folds one process's thread stats into a tick entry, given the previous
+/// counters (pure). A thread seen for the first time adds no faults: its
+/// counts so far happened before we looked.
+fn proc_tick(
+    pid: u32,
+    tasks: &[TaskStat],
+    wb: Option<u64>,
+    prev: &mut Prev,
+    first: bool,
+) -> ProcTick {
+    let mut t = ProcTick {
+        pid,
+        threads: tasks.len() as u32,
+        d_threads: tasks.iter().filter(|t| t.state == 'D').count() as u32,
+        ..ProcTick::default()
+    };
+    let mut faults = HashMap::with_capacity(tasks.len());
+    for k in tasks {
+        if let Some(&(mi, ma)) = prev.faults.get(&k.tid) {
+            t.minflt += k.minflt.saturating_sub(mi);
+            t.majflt += k.majflt.saturating_sub(ma);
+        }
+        faults.insert(k.tid, (k.minflt, k.majflt));
+    }
+    prev.faults = faults;
+    t.write_bytes = match (wb, prev.write_bytes) {
+        (Some(now), Some(before)) if !first => Some(now.saturating_sub(before)),
+        (Some(_), _) => Some(0),
+        (None, _) => None,
+    };
+    prev.write_bytes = wb;
+    t
+}
+
+/// The sampler thread of observe mode.
+pub struct Observer {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Observer {
+    pub fn start(
+        watched: Vec<Watched>,
+        every: Duration,
+        threshold: Duration,
+        clock: Clock,
+        tx: Sender<Msg>,
+    ) -> Observer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("ss-observe".into())
+            .spawn(move || sample_loop(&watched, every, threshold, clock, &tx, &st))
+            .expect("spawn observer");
+        Observer {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn read_tasks(task_dir: &Path) -> std::io::Result<Vec<TaskStat>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(task_dir)?.flatten() {
+        // A thread that exits between the listing and the read is skipped.
+        if let Ok(s) = std::fs::read_to_string(e.path().join("stat")) {
+            if let Some(t) = parse_stat(&s) {
+                out.push(t);
+            }
+        }
+    }
+    out.sort_by_key(|t| t.tid);
+    Ok(out)
+}
+
+fn sample_loop(
+    watched: &[Watched],
+    every: Duration,
+    threshold: Duration,
+    clock: Clock,
+    tx: &Sender<Msg>,
+    stop: &AtomicBool,
+) {
+    let proc_root = PathBuf::from("/proc");
+    let mut runs = DRuns::new(threshold);
+    let mut prev: BTreeMap<u32, Prev> = BTreeMap::new();
+    let mut alive: Vec<u32> = watched.iter().map(|w| w.pid).collect();
+    let mut last_tids: Vec<(u32, u32)> = Vec::new();
+    let mut first = true;
+    let mut next = clock.now_ns();
+    let mut last_t = next;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            // Runs still open end at the last sample (not at a new time past
+            // the run's end, which would open an interval of its own).
+            let tick = ObsTick {
+                t_ns: last_t,
+                stalls: runs.close_all(None, last_t),
+                ..ObsTick::default()
+            };
+            let _ = tx.send(Msg::Observe(Box::new(tick)));
+            return;
+        }
+        let t_ns = clock.now_ns();
+        last_t = t_ns;
+        let mut tick = ObsTick {
+            t_ns,
+            ..ObsTick::default()
+        };
+        let mut tids = Vec::new();
+        for pid in alive.clone() {
+            let dir = proc_root.join(pid.to_string());
+            let tasks = match read_tasks(&dir.join("task")) {
+                // A zombie (exited, not yet reaped by its parent) is gone too.
+                Ok(t) if t.iter().any(|t| !matches!(t.state, 'Z' | 'X')) => t,
+                _ => {
+                    alive.retain(|&p| p != pid);
+                    tick.exited.push(pid);
+                    tick.stalls.extend(runs.close_all(Some(pid), t_ns));
+                    continue;
+                }
+            };
+            let states: Vec<(u32, &str, bool)> = tasks
+                .iter()
+                .map(|t| (t.tid, t.comm.as_str(), t.state == 'D'))
+                .collect();
+            tick.stalls.extend(runs.update(pid, t_ns, &states));
+            for t in tasks.iter().filter(|t| t.state == 'D') {
+                if runs.wants_stack(t.tid) {
+                    let base = format!("{}/task/{}", dir.display(), t.tid);
+                    if let Some(s) = crate::source::watchdog::task_stack(&base) {
+                        runs.set_stack(t.tid, s);
+                    }
+                }
+            }
+            let wb = std::fs::read_to_string(dir.join("io"))
+                .ok()
+                .and_then(|s| parse_write_bytes(&s));
+            let p = prev.entry(pid).or_default();
+            tick.procs.push(proc_tick(pid, &tasks, wb, p, first));
+            tids.extend(tasks.iter().map(|t| (t.tid, pid)));
+        }
+        if tids != last_tids {
+            tick.tids = Some(tids.clone());
+            last_tids = tids;
+        }
+        tick.ongoing = runs.ongoing(t_ns);
+        first = false;
+        if tx.send(Msg::Observe(Box::new(tick))).is_err() {
+            return;
+        }
+        next += every.as_nanos() as u64;
+        let now = clock.now_ns();
+        if next > now {
+            std::thread::sleep(Duration::from_nanos(next - now));
+        } else {
+            next = now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_comms_parse() {
+        let s = "4242 (Mutation Stage) (1)) D 1 4242 4242 0 -1 4194560 1500 0 7 0 10 5 0 0 20 0 40 0 100 0 0";
+        let t = parse_stat(s).unwrap();
+        assert_eq!(t.tid, 4242);
+        assert_eq!(t.comm, "Mutation Stage) (1)");
+        assert_eq!(t.state, 'D');
+        assert_eq!((t.minflt, t.majflt), (1500, 7));
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("12 (x) S 1"), None);
+    }
+
+    #[test]
+    fn write_bytes_is_read_from_proc_io() {
+        let io = "rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 0\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n";
+        assert_eq!(parse_write_bytes(io), Some(8192));
+        assert_eq!(parse_write_bytes("rchar: 1\n"), None);
+    }
+
+    #[test]
+    fn a_d_run_past_the_threshold_is_one_stall_with_its_best_stack() {
+        let ms = 1_000_000;
+        let mut r = DRuns::new(Duration::from_millis(100));
+        assert!(r
+            .update(7, 0, &[(70, "w", false), (71, "x", false)])
+            .is_empty());
+        assert!(r
+            .update(7, 50 * ms, &[(70, "w", true), (71, "x", true)])
+            .is_empty());
+        assert!(r.wants_stack(70));
+        r.set_stack(70, "io_schedule_timeout".into());
+        assert!(
+            r.wants_stack(70),
+            "an inconclusive stack asks for another look"
+        );
+        r.set_stack(70, "balance_dirty_pages < fault_dirty_shared_page".into());
+        assert!(!r.wants_stack(70));
+        r.set_stack(70, "schedule".into());
+        // 71 leaves D after 50 ms: too short. 70 stays in D for 150 ms.
+        assert!(r
+            .update(7, 100 * ms, &[(70, "w", true), (71, "x", false)])
+            .is_empty());
+        let s = r.update(7, 200 * ms, &[(70, "w", false), (71, "x", false)]);
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            (s[0].tid, s[0].start_ns, s[0].dur_ns),
+            (70, 50 * ms, 150 * ms)
+        );
+        assert_eq!(s[0].thread_comm, "w");
+        assert!(s[0]
+            .stack
+            .as_deref()
+            .unwrap()
+            .starts_with("balance_dirty_pages"));
+    }
+
+    #[test]
+    fn runs_of_other_processes_are_not_closed_by_one_process_sample() {
+        let ms = 1_000_000;
+        let mut r = DRuns::new(Duration::from_millis(10));
+        r.update(1, 0, &[(10, "a", true)]);
+        r.update(2, 0, &[(20, "b", true)]);
+        assert!(r.update(2, 50 * ms, &[(20, "b", true)]).is_empty());
+        // pid 1 exits while its thread is in D: the run ends there.
+        let s = r.close_all(Some(1), 60 * ms);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].pid, 1);
+        let rest = r.close_all(None, 70 * ms);
+        assert_eq!((rest.len(), rest[0].tid), (1, 20));
+    }
+
+    #[test]
+    fn fault_and_write_deltas_ignore_what_happened_before_we_looked() {
+        let t = |tid, minflt, majflt, state| TaskStat {
+            tid,
+            comm: "t".into(),
+            state,
+            minflt,
+            majflt,
+        };
+        let mut p = Prev::default();
+        let a = proc_tick(5, &[t(1, 100, 2, 'S')], Some(4096), &mut p, true);
+        assert_eq!((a.minflt, a.majflt, a.write_bytes), (0, 0, Some(0)));
+        let b = proc_tick(
+            5,
+            &[t(1, 130, 3, 'D'), t(2, 50, 0, 'R')],
+            Some(12288),
+            &mut p,
+            false,
+        );
+        assert_eq!((b.threads, b.d_threads), (2, 1));
+        assert_eq!((b.minflt, b.majflt, b.write_bytes), (30, 1, Some(8192)));
+        let c = proc_tick(5, &[t(2, 60, 0, 'R')], None, &mut p, false);
+        assert_eq!((c.minflt, c.write_bytes), (10, None));
+    }
+
+    #[test]
+    fn resolve_finds_pids_and_names_and_refuses_unknown_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mk = |pid: u32, comm: &str, argv0: &str| {
+            let d = dir.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("comm"), format!("{comm}\n")).unwrap();
+            std::fs::write(d.join("cmdline"), format!("{argv0}\0-Xmx1g\0")).unwrap();
+        };
+        mk(100, "java", "/usr/bin/java");
+        mk(200, "ceph-osd", "/usr/bin/ceph-osd");
+        mk(300, "python3", "/usr/bin/python3");
+        let w = resolve(dir.path(), &[200], &["java".into()]).unwrap();
+        assert_eq!(
+            w,
+            vec![
+                Watched {
+                    pid: 200,
+                    comm: "ceph-osd".into()
+                },
+                Watched {
+                    pid: 100,
+                    comm: "java".into()
+                }
+            ]
+        );
+        let e = resolve(dir.path(), &[999], &[]).unwrap_err();
+        assert!(e.to_string().contains("999: no such process"), "{e}");
+        let e = resolve(dir.path(), &[], &["postgres".into()]).unwrap_err();
+        assert!(e.to_string().contains("postgres"), "{e}");
+    }
+}

@@ -1,0 +1,807 @@
+//! tracefs writeback events (root only): which writer threads the kernel made
+//! sleep in `balance_dirty_pages`, which waited on a page under writeback, and
+//! why the flusher started writing.
+//!
+//! Everything happens in a private instance `instances/stallscope-<pid>`, never
+//! in the global buffer, so other tracing users are left alone. The text of
+//! `trace_pipe` is parsed by pure functions ([`parse_line`], [`parse_lost`]) that
+//! are tested on lines captured on a real kernel (`tests/fixtures/trace/`).
+//!
+//! Units (include/trace/events/writeback.h): `pause`, `paused`, `period` are
+//! jiffies converted with `* 1000 / HZ`, i.e. milliseconds with jiffy
+//! granularity; `limit`, `setpoint`, `dirty` are pages. With `trace_clock=mono`
+//! the timestamp column is CLOCK_MONOTONIC, the clock of [`mono_now_ns`].
+
+use crate::model::kernel::{TraceEvent, TraceKind};
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Instance names are `stallscope-<pid>`, so a killed run's leftover is recognisable.
+pub const INSTANCE_PREFIX: &str = "stallscope-";
+/// Where tracefs lives on current kernels (and where we mount it if needed).
+pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
+/// The `writeback` events we enable, in this order.
+pub const EVENTS: [&str; 3] = [
+    "balance_dirty_pages",
+    "folio_wait_writeback",
+    "writeback_start",
+];
+/// Per-CPU ring buffer of our instance: enough for a few seconds of throttling
+/// events from filtered writers between drains, small next to RAM.
+pub const BUFFER_SIZE_KB: u32 = 1024;
+/// At most this much is read per `drain` call, so a flood cannot stall the caller.
+const DRAIN_MAX_BYTES: usize = 8 << 20;
+const TRACEFS_MAGIC: u64 = 0x7472_6163;
+
+/// CLOCK_MONOTONIC now, in ns: the clock of trace timestamps under trace_clock=mono.
+/// Longest thread-id filter we write (the kernel refuses a page or more).
+const MAX_FILTER_BYTES: usize = 3500;
+
+pub fn mono_now_ns() -> u64 {
+    crate::base::clock::mono_ns()
+}
+
+/// Parses one line of `trace_pipe` in the default text format, e.g.
+/// `  dd-12927  [000] .....  1221.221672: balance_dirty_pages: bdi 7:2: limit=...`.
+/// None for other events, `LOST` notices and anything malformed.
+pub fn parse_line(line: &str) -> Option<TraceEvent> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    // The earliest `: <event>: ` splits header from payload; a task name (at
+    // most 15 bytes) is too short to contain one.
+    let (at, event) = EVENTS
+        .iter()
+        .filter_map(|e| line.find(&format!(": {e}: ")).map(|i| (i, *e)))
+        .min()?;
+    let (tid, t_mono_ns) = parse_header(&line[..at])?;
+    let payload = &line[at + event.len() + 4..];
+    let (bdi, fields) = payload.strip_prefix("bdi ")?.split_once(": ")?;
+    let bdi = bdi.to_string();
+    let get = |key: &str| {
+        fields
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    };
+    let num = |key: &str| get(key)?.parse::<u64>().ok();
+    let int = |key: &str| get(key)?.parse::<i64>().ok();
+    let kind = match event {
+        "balance_dirty_pages" => TraceKind::BalanceDirtyPages {
+            bdi,
+            limit: num("limit")?,
+            setpoint: num("setpoint")?,
+            dirty: num("dirty")?,
+            pause_ms: int("pause")?,
+            paused_ms: num("paused")?,
+            period_ms: num("period")?,
+        },
+        "folio_wait_writeback" => TraceKind::WaitWriteback {
+            bdi,
+            ino: num("ino")?,
+            index: num("index")?,
+        },
+        _ => TraceKind::WritebackStart {
+            bdi,
+            reason: get("reason")?.to_string(),
+            nr_pages: int("nr_pages")?,
+        },
+    };
+    Some(TraceEvent {
+        t_mono_ns,
+        tid,
+        kind,
+    })
+}
+
+/// The count of a `CPU:1 [LOST 300 EVENTS]` notice: the ring buffer overran
+/// and that many events are missing, so a quiet spell is not proof of calm.
+pub fn parse_lost(line: &str) -> Option<u64> {
+    let rest = line.trim().strip_prefix("CPU:")?;
+    let (_, rest) = rest.split_once(" [LOST ")?;
+    rest.strip_suffix(" EVENTS]")?.parse().ok()
+}
+
+/// `task-pid [(tgid)] [cpu] [flags] secs.frac` → (pid, ns). Parsed from the
+/// right because task names may contain spaces, dashes and brackets.
+fn parse_header(h: &str) -> Option<(u32, u64)> {
+    let h = h.trim_end();
+    let (rest, ts) = h.rsplit_once(char::is_whitespace)?;
+    let t = parse_timestamp(ts)?;
+    let cpu_at = rest.rmatch_indices('[').map(|(i, _)| i).find(|&i| {
+        let after = &rest[i + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0
+            && after[digits..].starts_with(']')
+            && after[digits + 1..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace)
+    })?;
+    let mut task = rest[..cpu_at].trim_end();
+    if task.ends_with(')') {
+        // options/record-tgid adds `(  tgid)` after task-pid.
+        task = task[..task.rfind('(')?].trim_end();
+    }
+    let (_, pid) = task.rsplit_once('-')?;
+    Some((pid.parse().ok()?, t))
+}
+
+/// `1221.181003` (seconds, any fraction up to ns) → nanoseconds.
+fn parse_timestamp(ts: &str) -> Option<u64> {
+    let (secs, frac) = ts.split_once('.').unwrap_or((ts, ""));
+    if secs.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: u64 = secs.parse().ok()?;
+    let frac_ns = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
+    };
+    secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+/// A private tracefs instance with the writeback events enabled; torn down
+/// (events off, instance removed, tracefs unmounted if we mounted it) on drop.
+pub struct TraceSession {
+    root: PathBuf,
+    instance: PathBuf,
+    mounted_by_us: bool,
+    pipe: Option<File>,
+    partial: Vec<u8>,
+    lost: u64,
+}
+
+impl TraceSession {
+    /// Needs root. Mounts tracefs at `tracefs_root` (default
+    /// /sys/kernel/tracing) if it is not there, removes instances of dead
+    /// stallscope runs, creates `instances/stallscope-<pid>` with
+    /// trace_clock=mono and enables the writeback events. Err is a one-line reason.
+    pub fn start(tracefs_root: Option<&Path>) -> Result<TraceSession, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("not root".into());
+        }
+        let root = tracefs_root.unwrap_or(Path::new(DEFAULT_TRACEFS));
+        // Several stallscope runs may share a tracefs one of them mounted:
+        // a marker file says so, and the last one out unmounts it.
+        let marker = mount_marker(root);
+        let mounted_by_us = if is_tracefs(root) {
+            marker.exists()
+        } else {
+            mount_tracefs(root)
+                .map_err(|e| format!("tracefs not available (mount {}: {e})", root.display()))?;
+            let _ = fs::write(&marker, root.as_os_str().as_bytes());
+            true
+        };
+        // From here on Drop undoes whatever was done, on every error path.
+        let mut s = TraceSession {
+            root: root.to_path_buf(),
+            instance: root
+                .join("instances")
+                .join(format!("{INSTANCE_PREFIX}{}", std::process::id())),
+            mounted_by_us,
+            pipe: None,
+            partial: Vec::new(),
+            lost: 0,
+        };
+        for name in remove_stale_instances(root) {
+            crate::base::error::note!(
+                "stallscope: removed tracefs instance {name} left by a dead run"
+            );
+        }
+        for e in EVENTS {
+            if !root.join("events/writeback").join(e).is_dir() {
+                return Err(format!("event writeback:{e} missing on this kernel"));
+            }
+        }
+        fs::create_dir(&s.instance).map_err(|e| {
+            format!(
+                "tracefs not available (create {}: {e})",
+                s.instance.display()
+            )
+        })?;
+        s.write("trace_clock", "mono")?;
+        s.write("buffer_size_kb", &BUFFER_SIZE_KB.to_string())?;
+        for e in EVENTS {
+            s.write(&format!("events/writeback/{e}/enable"), "1")?;
+        }
+        let pipe = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(s.instance.join("trace_pipe"))
+            .map_err(|e| format!("tracefs not available (open trace_pipe: {e})"))?;
+        s.pipe = Some(pipe);
+        Ok(s)
+    }
+
+    /// Restricts balance_dirty_pages and folio_wait_writeback to the writer
+    /// threads `tids`, and writeback_start to the devices `bdis` (bdi names as
+    /// the events print them, e.g. "7:1"; the whole disk's, not a partition's).
+    /// An empty list removes that restriction. May be called again at any time.
+    pub fn set_filters(&self, tids: &[u32], bdis: &[String]) -> Result<(), String> {
+        if let Some(bad) = bdis.iter().find(|b| b.contains(['"', '\\', '\n'])) {
+            return Err(format!("bad bdi name {bad:?}"));
+        }
+        let by_tid = tids
+            .iter()
+            .map(|t| format!("common_pid == {t}"))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        // The kernel takes a filter of less than a page; a process with
+        // hundreds of threads (observe mode) is matched in user space
+        // instead: the aggregator drops events of threads it does not know.
+        let by_tid = if by_tid.len() >= MAX_FILTER_BYTES {
+            String::new()
+        } else {
+            by_tid
+        };
+        for e in ["balance_dirty_pages", "folio_wait_writeback"] {
+            self.set_filter(e, &by_tid)?;
+        }
+        let field = self.bdi_field("writeback_start");
+        let by_bdi = bdis
+            .iter()
+            .map(|b| format!("{field} == \"{b}\""))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        self.set_filter("writeback_start", &by_bdi)
+    }
+
+    /// Everything traced since the last call, parsed; never blocks (the pipe is
+    /// O_NONBLOCK, EAGAIN means nothing new). A partial last line waits for
+    /// the next call.
+    pub fn drain(&mut self) -> Vec<TraceEvent> {
+        let Some(pipe) = self.pipe.as_mut() else {
+            return Vec::new();
+        };
+        let mut chunk = vec![0u8; 64 << 10];
+        let mut total = 0;
+        while total < DRAIN_MAX_BYTES {
+            match pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    total += n;
+                    self.partial.extend_from_slice(&chunk[..n]);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break, // EAGAIN: caught up
+            }
+        }
+        let Some(last_nl) = self.partial.iter().rposition(|&b| b == b'\n') else {
+            return Vec::new();
+        };
+        let complete: Vec<u8> = self.partial.drain(..=last_nl).collect();
+        let mut out = Vec::new();
+        for line in String::from_utf8_lossy(&complete).lines() {
+            if let Some(ev) = parse_line(line) {
+                out.push(ev);
+            } else if let Some(n) = parse_lost(line) {
+                self.lost += n;
+            }
+        }
+        out
+    }
+
+    /// Events the kernel dropped because the buffer overran (sum of LOST notices).
+    pub fn lost_events(&self) -> u64 {
+        self.lost
+    }
+
+    pub fn instance_path(&self) -> &Path {
+        &self.instance
+    }
+
+    /// Writes `value` to a file of our instance; Err names the file.
+    fn write(&self, file: &str, value: &str) -> Result<(), String> {
+        let path = self.instance.join(file);
+        OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(value.as_bytes()))
+            .map_err(|e| format!("tracefs write {value:?} to {}: {e}", path.display()))
+    }
+
+    /// Writing "0" is how the kernel clears a filter.
+    fn set_filter(&self, event: &str, expr: &str) -> Result<(), String> {
+        let expr = if expr.is_empty() { "0" } else { expr };
+        self.write(&format!("events/writeback/{event}/filter"), expr)
+            .map_err(|e| format!("writeback:{event} filter rejected ({e})"))
+    }
+
+    /// The event's bdi name field: `name` on current kernels, `bdi` on some.
+    fn bdi_field(&self, event: &str) -> &'static str {
+        let format = fs::read_to_string(
+            self.instance
+                .join("events/writeback")
+                .join(event)
+                .join("format"),
+        )
+        .unwrap_or_default();
+        if format.contains("char bdi[") {
+            "bdi"
+        } else {
+            "name"
+        }
+    }
+}
+
+impl Drop for TraceSession {
+    fn drop(&mut self) {
+        // An open trace_pipe keeps the instance busy: close it first.
+        self.pipe = None;
+        if self.instance.is_dir() {
+            for e in EVENTS {
+                let _ = self.write(&format!("events/writeback/{e}/enable"), "0");
+            }
+            if let Err(e) = fs::remove_dir(&self.instance) {
+                crate::base::error::note!(
+                    "stallscope: cannot remove tracefs instance {}: {e}",
+                    self.instance.display()
+                );
+            }
+        }
+        if self.mounted_by_us && !other_live_instances(&self.root) {
+            // Marker first: a run starting now must not take our marker for
+            // one it may rely on (it would be left with a mount nobody owns).
+            let marker = mount_marker(&self.root);
+            let _ = fs::remove_file(&marker);
+            if let Err(e) = umount(&self.root) {
+                let _ = fs::write(&marker, self.root.as_os_str().as_bytes());
+                crate::base::error::note!(
+                    "stallscope: cannot unmount tracefs at {}: {e}",
+                    self.root.display()
+                );
+            }
+        }
+    }
+}
+
+/// Removes `instances/stallscope-<pid>` whose pid no longer runs (a killed
+/// run's leftover, which would otherwise trace forever); returns their names.
+pub fn remove_stale_instances(tracefs_root: &Path) -> Vec<String> {
+    let Ok(dir) = fs::read_dir(tracefs_root.join("instances")) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(INSTANCE_PREFIX)
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || pid_alive(pid) {
+            continue;
+        }
+        if fs::remove_dir(entry.path()).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed.sort();
+    removed
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// The file that says a stallscope run mounted tracefs at `root`.
+fn mount_marker(root: &Path) -> PathBuf {
+    let tag: String = root
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    PathBuf::from(format!("/run/stallscope-tracefs{tag}.mounted"))
+}
+
+/// True if another live stallscope run still has an instance under `root`.
+fn other_live_instances(root: &Path) -> bool {
+    let me = std::process::id() as i32;
+    fs::read_dir(root.join("instances"))
+        .map(|rd| {
+            rd.flatten().any(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_prefix(INSTANCE_PREFIX))
+                    .and_then(|p| p.parse::<i32>().ok())
+                    .is_some_and(|pid| pid != me && pid_alive(pid))
+            })
+        })
+        .unwrap_or(false)
+}
+
+fn is_tracefs(path: &Path) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid C string and a zeroed statfs to fill.
+    unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as u64 == TRACEFS_MAGIC
+    }
+}
+
+fn mount_tracefs(path: &Path) -> std::io::Result<()> {
+    let target = CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: valid C strings; tracefs takes no data.
+    let rc = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            target.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A plain umount: it fails (EBUSY) rather than detach if someone else is using it.
+fn umount(path: &Path) -> std::io::Result<()> {
+    let target = CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(target.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// Root tests that touch tracefs run one at a time.
+    static LOCK: Mutex<()> = Mutex::new(());
+
+    fn fixture(name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/trace")
+            .join(name);
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn parse_all(name: &str) -> Vec<TraceEvent> {
+        fixture(name)
+            .lines()
+            .map(|l| parse_line(l).unwrap_or_else(|| panic!("unparsed: {l}")))
+            .collect()
+    }
+
+    #[test]
+    fn balance_dirty_pages_lines() {
+        let evs = parse_all("balance_dirty_pages.txt");
+        assert_eq!(evs.len(), 11);
+        assert_eq!(
+            evs[1],
+            TraceEvent {
+                t_mono_ns: 1_221_221_672_000,
+                tid: 12927,
+                kind: TraceKind::BalanceDirtyPages {
+                    bdi: "7:2".into(),
+                    limit: 16384,
+                    setpoint: 13312,
+                    dirty: 10425,
+                    pause_ms: 20,
+                    paused_ms: 0,
+                    period_ms: 20,
+                },
+            }
+        );
+        // A rate-limited pass that did not sleep has a negative pause.
+        assert!(matches!(
+            &evs[4].kind,
+            TraceKind::BalanceDirtyPages { pause_ms: -4, paused_ms: 204, period_ms: 0, bdi, .. }
+                if bdi == "254:0"
+        ));
+        assert!(matches!(
+            &evs[10].kind,
+            TraceKind::BalanceDirtyPages {
+                pause_ms: 80,
+                paused_ms: 84,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn task_names_with_spaces_dashes_and_unknown() {
+        let evs = parse_all("balance_dirty_pages.txt");
+        // "opt 49wlkyrk6tw-12937", "lto cgu.3-13068", "<...>-12945", "ss-w0-0-13091"
+        assert_eq!(evs[5].tid, 12937);
+        assert_eq!(evs[6].tid, 13068);
+        assert_eq!(evs[7].tid, 12945);
+        assert_eq!(evs[8].tid, 13091);
+        let kw = "    kworker/u8:2-flush-7:1-123 [001] ...1.  5.5: writeback_start: \
+                  bdi 7:1: sb_dev 0:0 nr_pages=1 sync_mode=0 kupdate=0 range_cyclic=1 \
+                  background=1 reason=background cgroup_ino=1";
+        let ev = parse_line(kw).unwrap();
+        assert_eq!((ev.tid, ev.t_mono_ns), (123, 5_500_000_000));
+        // record-tgid output and a bracket in the task name.
+        let tgid = "  a [x]-b-77 (     70) [003] d..1. 1.000001: folio_wait_writeback: \
+                    bdi 8:0: ino=5 index=6";
+        let ev = parse_line(tgid).unwrap();
+        assert_eq!((ev.tid, ev.t_mono_ns), (77, 1_000_001_000));
+    }
+
+    #[test]
+    fn folio_wait_writeback_lines() {
+        let evs = parse_all("folio_wait_writeback.txt");
+        assert_eq!(evs.len(), 10);
+        assert_eq!(
+            evs[3],
+            TraceEvent {
+                t_mono_ns: 1_233_085_385_000,
+                tid: 13062,
+                kind: TraceKind::WaitWriteback {
+                    bdi: "7:2".into(),
+                    ino: 12,
+                    index: 0,
+                },
+            }
+        );
+        assert!(evs
+            .iter()
+            .all(|e| matches!(e.kind, TraceKind::WaitWriteback { .. })));
+    }
+
+    #[test]
+    fn writeback_start_lines() {
+        let evs = parse_all("writeback_start.txt");
+        let reasons: Vec<&str> = evs
+            .iter()
+            .map(|e| match &e.kind {
+                TraceKind::WritebackStart { reason, .. } => reason.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                "background",
+                "background",
+                "periodic",
+                "periodic",
+                "sync",
+                "sync",
+                "sync",
+                "fs_free_space"
+            ]
+        );
+        assert_eq!(
+            evs[0].kind,
+            TraceKind::WritebackStart {
+                bdi: "254:0".into(),
+                reason: "background".into(),
+                nr_pages: i64::MAX,
+            }
+        );
+        assert_eq!(evs[0].tid, 6683);
+    }
+
+    #[test]
+    fn other_lines_are_not_events() {
+        let text = fixture("other.txt");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.iter().all(|l| parse_line(l).is_none()));
+        assert_eq!(parse_lost(lines[0]), Some(300));
+        assert_eq!(parse_lost(lines[1]), None);
+        for bad in [
+            "",
+            "# tracer: nop",
+            "  dd-1 [000] ..... 1.0: balance_dirty_pages: bdi 7:2: limit=x",
+            "  dd-x [000] ..... 1.0: folio_wait_writeback: bdi 7:2: ino=1 index=2",
+            "  dd-1 ..... 1.0: folio_wait_writeback: bdi 7:2: ino=1 index=2",
+            "  dd-1 [000] ..... 1.0: folio_wait_writeback: ino=1 index=2",
+        ] {
+            assert_eq!(parse_line(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn stream_parses_whatever_the_chunking() {
+        let text = fixture("stream.txt");
+        let whole: Vec<TraceEvent> = text.lines().filter_map(parse_line).collect();
+        assert_eq!(whole.len(), text.lines().count());
+        // drain's line assembly, fed in awkward chunk sizes.
+        for chunk in [1, 7, 4096] {
+            let mut partial = Vec::new();
+            let mut got = Vec::new();
+            for piece in text.as_bytes().chunks(chunk) {
+                partial.extend_from_slice(piece);
+                if let Some(nl) = partial.iter().rposition(|&b| b == b'\n') {
+                    let done: Vec<u8> = partial.drain(..=nl).collect();
+                    got.extend(
+                        String::from_utf8_lossy(&done)
+                            .lines()
+                            .filter_map(parse_line),
+                    );
+                }
+            }
+            assert_eq!(got, whole, "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn events_round_trip_through_json() {
+        for ev in parse_all("writeback_start.txt") {
+            let s = serde_json::to_string(&ev).unwrap();
+            assert_eq!(serde_json::from_str::<TraceEvent>(&s).unwrap(), ev);
+        }
+    }
+
+    #[test]
+    fn stale_instances_of_dead_pids_are_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let inst = root.path().join("instances");
+        fs::create_dir(&inst).unwrap();
+        // 4194311 exceeds the largest pid_max (2^22), so it is never alive.
+        let ours = format!("{INSTANCE_PREFIX}{}", std::process::id());
+        for name in [
+            "stallscope-4194311",
+            &ours,
+            "stallscope-1",
+            "stallscope-x",
+            "other",
+        ] {
+            fs::create_dir(inst.join(name)).unwrap();
+        }
+        assert_eq!(remove_stale_instances(root.path()), ["stallscope-4194311"]);
+        let mut left: Vec<String> = fs::read_dir(&inst)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want = vec![
+            ours,
+            "other".into(),
+            "stallscope-1".into(),
+            "stallscope-x".into(),
+        ];
+        want.sort();
+        assert_eq!(left, want);
+        assert!(remove_stale_instances(&root.path().join("missing")).is_empty());
+    }
+
+    /// One read: a filter file answers only the first read (it returns 0 once
+    /// the offset is non-zero), and read_to_string's first read is 32 bytes.
+    fn read_filter(path: &Path) -> String {
+        let mut buf = vec![0u8; 4096];
+        let n = File::open(path).unwrap().read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).trim().to_string()
+    }
+
+    /// How many tracefs mounts sit at `path` (mountinfo field 5 is the mount point).
+    fn tracefs_mounts(path: &str) -> usize {
+        fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.split_whitespace().nth(4) == Some(path) && l.contains(" - tracefs "))
+            .count()
+    }
+
+    /// Dirties a few MiB in a fresh dir and syncfs()es it from this thread.
+    fn dirty_and_syncfs(dir: &Path) {
+        let mut f = File::create(dir.join("data")).unwrap();
+        let block = vec![0x5a_u8; 1 << 20];
+        for _ in 0..4 {
+            f.write_all(&block).unwrap();
+        }
+        drop(f);
+        let d = File::open(dir).unwrap();
+        // SAFETY: a valid open fd.
+        assert_eq!(
+            unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&d)) },
+            0
+        );
+    }
+
+    /// Drains until `want` matches an event or 5 s pass; returns all drained.
+    fn drain_until(s: &mut TraceSession, want: impl Fn(&TraceEvent) -> bool) -> Vec<TraceEvent> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut all = Vec::new();
+        while Instant::now() < deadline {
+            all.extend(s.drain());
+            if all.iter().any(&want) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        all
+    }
+
+    #[test]
+    fn session_traces_syncfs_and_cleans_up() {
+        if !crate::base::testenv::require_root("session_traces_syncfs_and_cleans_up") {
+            return;
+        }
+        let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let mounts_before = tracefs_mounts(DEFAULT_TRACEFS);
+        let mut s = TraceSession::start(None).expect("start trace session");
+        let inst = s.instance_path().to_path_buf();
+        assert!(inst.is_dir());
+        let clock = fs::read_to_string(inst.join("trace_clock")).unwrap();
+        assert!(clock.contains("[mono]"), "{clock}");
+
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        s.set_filters(&[tid], &[]).unwrap();
+        let filter = read_filter(&inst.join("events/writeback/folio_wait_writeback/filter"));
+        assert_eq!(filter, format!("common_pid == {tid}"));
+        let _ = s.drain(); // what came before the filter
+
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let t0 = mono_now_ns();
+        dirty_and_syncfs(dir.path());
+        let is_sync = |e: &TraceEvent| matches!(&e.kind, TraceKind::WritebackStart { reason, .. } if reason == "sync");
+        let evs = drain_until(&mut s, is_sync);
+        let sync = evs
+            .iter()
+            .find(|e| is_sync(e))
+            .expect("a writeback_start reason=sync");
+        assert!(sync.t_mono_ns >= t0 && sync.t_mono_ns <= mono_now_ns());
+        // Throttling and writeback waits are only ours (syncfs waits on writeback).
+        for e in &evs {
+            if !matches!(e.kind, TraceKind::WritebackStart { .. }) {
+                assert_eq!(e.tid, tid, "{e:?}");
+            }
+        }
+
+        // Restrict writeback_start to the bdi we just saw: others drop out.
+        let TraceKind::WritebackStart { bdi, .. } = &sync.kind else {
+            unreachable!()
+        };
+        let bdis = vec![bdi.clone(), "7:99".to_string()];
+        s.set_filters(&[tid, 1], &bdis).unwrap();
+        let filter = read_filter(&inst.join("events/writeback/writeback_start/filter"));
+        assert_eq!(filter, format!("name == \"{bdi}\" || name == \"7:99\""));
+        let _ = s.drain();
+        dirty_and_syncfs(dir.path());
+        let evs = drain_until(&mut s, is_sync);
+        assert!(evs.iter().any(is_sync));
+        for e in &evs {
+            if let TraceKind::WritebackStart { bdi: b, .. } = &e.kind {
+                assert!(bdis.contains(b), "{e:?}");
+            }
+        }
+        assert!(s.set_filters(&[], &["bad\"".into()]).is_err());
+
+        drop(s);
+        assert!(!inst.exists(), "instance left behind");
+        assert_eq!(tracefs_mounts(DEFAULT_TRACEFS), mounts_before);
+        if mounts_before == 0 {
+            // The instance must be gone from the kernel too, not just unmounted.
+            mount_tracefs(Path::new(DEFAULT_TRACEFS)).unwrap();
+            let still = inst.exists();
+            umount(Path::new(DEFAULT_TRACEFS)).unwrap();
+            assert!(!still, "instance survives in the kernel");
+        }
+    }
+
+    #[test]
+    fn session_start_refuses_a_missing_root() {
+        if !crate::base::testenv::require_root("session_start_refuses_a_missing_root") {
+            return;
+        }
+        let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let err = TraceSession::start(Some(Path::new("/nonexistent/stallscope-tracefs")))
+            .err()
+            .expect("no tracefs there");
+        assert!(err.starts_with("tracefs not available"), "{err}");
+    }
+}

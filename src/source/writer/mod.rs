@@ -1,0 +1,514 @@
+//! The writer engine of one target: writer threads running one of the four
+//! write paths, plus the sync (or journal commit) thread. Every op is timed
+//! by a thread-local `Recorder`; failures become events, never dead threads
+//! nobody hears about.
+
+mod aligned;
+mod journal;
+pub mod recorder;
+pub mod segments;
+
+use crate::base::error::UsageError;
+use crate::config::{Config, Mode, SyncPolicy, DIRECT_ALIGN};
+use crate::model::ops::{EventKind, Handover, InFlight, OpKind, Timing};
+use crate::source::writer::recorder::Recorder;
+use aligned::AlignedBuf;
+use segments::{LogKind, SegmentLog};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What one engine runs; derived from the validated `Config`.
+#[derive(Clone, Debug)]
+pub struct EngineSpec {
+    pub target: usize,
+    /// Our scratch folder on the target.
+    pub dir: PathBuf,
+    /// Journal mode: the scratch folder holding the journal (may be another target).
+    pub journal_dir: PathBuf,
+    pub mode: Mode,
+    pub threads: u32,
+    pub record_size: u64,
+    pub segment_size: u64,
+    pub sync: SyncPolicy,
+    pub rate: u64,
+    pub thread_rate: u64,
+    pub disk_budget: u64,
+    pub commit_interval: Duration,
+    pub journal_size: u64,
+    /// Test hook: while set, writers hold inside their op.
+    #[cfg(test)]
+    pub hold: Arc<AtomicBool>,
+    /// Test hook: the writer thread with this index panics in its next op.
+    #[cfg(test)]
+    pub panic_thread: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl EngineSpec {
+    pub fn new(cfg: &Config, target: usize, dir: &Path, journal_dir: Option<&Path>) -> Self {
+        EngineSpec {
+            target,
+            dir: dir.to_path_buf(),
+            journal_dir: journal_dir.unwrap_or(dir).to_path_buf(),
+            mode: cfg.mode,
+            threads: cfg.threads,
+            record_size: cfg.record_size(),
+            segment_size: cfg.segment_size.0,
+            sync: cfg.sync,
+            rate: cfg.rate,
+            thread_rate: cfg.thread_rate,
+            disk_budget: cfg.disk_budget.0,
+            commit_interval: cfg.commit_interval.0,
+            journal_size: cfg.journal_size.0,
+            #[cfg(test)]
+            hold: Arc::new(AtomicBool::new(false)),
+            #[cfg(test)]
+            panic_thread: Arc::new(std::sync::atomic::AtomicU32::new(u32::MAX)),
+        }
+    }
+}
+
+/// A thread's in-flight slot, for the watchdog.
+#[derive(Clone, Debug)]
+pub struct WatchSlot {
+    pub target: usize,
+    pub thread: u32,
+    pub inflight: Arc<InFlight>,
+}
+
+/// Running threads of one target.
+pub struct Engine {
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
+    pub slots: Vec<WatchSlot>,
+}
+
+/// Everything a writer thread shares with its engine.
+struct ThreadCtx {
+    spec: EngineSpec,
+    thread: u32,
+    timing: Timing,
+    handover: Handover,
+    inflight: Arc<InFlight>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Engine {
+    /// Checks the target can take this mode, then starts the threads.
+    pub fn start(spec: &EngineSpec, timing: Timing, handover: Handover) -> anyhow::Result<Engine> {
+        if matches!(spec.mode, Mode::Direct | Mode::Journal) {
+            let dir = if spec.mode == Mode::Journal {
+                &spec.journal_dir
+            } else {
+                &spec.dir
+            };
+            check_o_direct(dir)?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut eng = Engine {
+            stop: stop.clone(),
+            handles: Vec::new(),
+            slots: Vec::new(),
+        };
+        let sync_thread = spec.threads; // the sync/commit thread's id
+        let ctx = |thread: u32, eng: &mut Engine| {
+            let inflight = Arc::new(InFlight::default());
+            eng.slots.push(WatchSlot {
+                target: spec.target,
+                thread,
+                inflight: inflight.clone(),
+            });
+            ThreadCtx {
+                spec: spec.clone(),
+                thread,
+                timing,
+                handover: handover.clone(),
+                inflight,
+                stop: stop.clone(),
+            }
+        };
+        match spec.mode {
+            Mode::Journal => {
+                let shared = Arc::new(journal::Journal::create(spec)?);
+                for t in 0..spec.threads {
+                    let c = ctx(t, &mut eng);
+                    let w = journal::JournalWriter::new(shared.clone(), spec, stop.clone());
+                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
+                        writer_loop(c, w)
+                    });
+                }
+                let c = ctx(sync_thread, &mut eng);
+                let committer = shared.clone();
+                eng.spawn(format!("ss-commit{}", spec.target), c, move |c| {
+                    journal::committer_loop(c, committer)
+                });
+                for a in 0..journal::APPLIERS {
+                    // Background like the kernel's flusher: not timed, not watched.
+                    let c = ThreadCtx {
+                        spec: spec.clone(),
+                        thread: sync_thread + 1 + a,
+                        timing,
+                        handover: handover.clone(),
+                        inflight: Arc::new(InFlight::default()),
+                        stop: stop.clone(),
+                    };
+                    let j = shared.clone();
+                    eng.spawn(format!("ss-apply{}-{a}", spec.target), c, move |c| {
+                        journal::applier_loop(c, j, a)
+                    });
+                }
+            }
+            mode => {
+                let kind = match mode {
+                    Mode::Mmap => LogKind::Mmap,
+                    Mode::Buffered => LogKind::Buffered,
+                    _ => LogKind::Direct,
+                };
+                let sync_on = spec.sync != SyncPolicy::None;
+                // The commitlog shapes share one log; buffered writers each
+                // append to their own files, as independent write() streams do.
+                let n_logs = if kind == LogKind::Buffered {
+                    spec.threads
+                } else {
+                    1
+                };
+                let logs = (0..n_logs)
+                    .map(|i| {
+                        let prefix = if n_logs > 1 {
+                            format!("w{i}-")
+                        } else {
+                            String::new()
+                        };
+                        let budget = spec.disk_budget / n_logs as u64;
+                        SegmentLog::create(
+                            &spec.dir,
+                            &prefix,
+                            kind,
+                            spec.segment_size,
+                            budget,
+                            sync_on,
+                        )
+                        .map(Arc::new)
+                    })
+                    .collect::<io::Result<Vec<_>>>()?;
+                for t in 0..spec.threads {
+                    let c = ctx(t, &mut eng);
+                    let log = logs[t as usize % logs.len()].clone();
+                    let w = LogWriter::new(log, kind, spec.record_size, t);
+                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
+                        writer_loop(c, w)
+                    });
+                }
+                if let SyncPolicy::Periodic(period) = spec.sync {
+                    let c = ctx(sync_thread, &mut eng);
+                    eng.spawn(format!("ss-sync{}", spec.target), c, move |c| {
+                        periodic_sync_loop(c, logs, period)
+                    });
+                }
+            }
+        }
+        Ok(eng)
+    }
+
+    fn spawn<F>(&mut self, name: String, ctx: ThreadCtx, body: F)
+    where
+        F: FnOnce(&ThreadCtx) + Send + 'static,
+    {
+        let h = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&ctx)));
+                if let Err(p) = res {
+                    // It died inside an op: without this the watchdog would
+                    // report that op as a stall growing forever.
+                    ctx.inflight.leave();
+                    let what = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    report(
+                        &ctx,
+                        EventKind::WriterError,
+                        format!("thread {} panicked: {what}", ctx.thread),
+                    );
+                }
+            })
+            .expect("spawn writer thread");
+        self.handles.push(h);
+    }
+
+    /// Asks every thread to stop (they finish their current op).
+    pub fn request_stop(&self) {
+        self.stop.store(true, Release);
+    }
+
+    /// Stops and joins all threads; their last batches are sent on the way out.
+    pub fn stop(mut self) {
+        self.request_stop();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.request_stop();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn report(ctx: &ThreadCtx, kind: EventKind, message: String) {
+    let _ = ctx.handover.tx.send(crate::model::ops::Msg::Event {
+        target: ctx.spec.target,
+        thread: Some(ctx.thread),
+        t_ns: ctx.timing.clock.now_ns(),
+        kind,
+        message,
+    });
+}
+
+/// Refuses a directory whose filesystem rejects O_DIRECT, with a clear message.
+fn check_o_direct(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join(".odirect-probe");
+    let res = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW)
+        .open(&probe);
+    let _ = std::fs::remove_file(&probe);
+    match res {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let target = dir.parent().unwrap_or(dir);
+            let fs = crate::source::mounts::describe(target).fs;
+            Err(UsageError::new(format!(
+                "{}: {fs} refuses O_DIRECT, which direct and journal modes need (use mmap or buffered there)",
+                target.display()
+            ))
+            .into())
+        }
+        Err(e) => Err(anyhow::anyhow!(
+            "cannot create files in {}: {e}",
+            dir.display()
+        )),
+    }
+}
+
+/// One write path, as seen by the common writer loop.
+pub(crate) trait Workload: Send {
+    /// Writes one record. Returns the op kind to book it as (journal mode
+    /// turns a write that waited for room into `JournalWait`).
+    fn write(&mut self, rec: &mut Recorder, start_ns: u64) -> io::Result<OpKind>;
+    /// Work after the op is acknowledged (journal apply); not in its latency.
+    fn after_ack(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    /// The sync op of `every:N`.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// Exponential back-off after ENOSPC, up to 1 s, waking early on stop.
+fn back_off(ctx: &ThreadCtx, step: &mut u32) {
+    let ms = (10u64 << (*step).min(7)).min(1000);
+    *step += 1;
+    sleep_unless_stopped(ctx, Duration::from_millis(ms));
+}
+
+fn sleep_unless_stopped(ctx: &ThreadCtx, d: Duration) {
+    let end = std::time::Instant::now() + d;
+    while !ctx.stop.load(Relaxed) {
+        let now = std::time::Instant::now();
+        if now >= end {
+            break;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+    }
+}
+
+fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
+    let mut rec = Recorder::new(
+        ctx.spec.target,
+        ctx.thread,
+        &ctx.timing,
+        ctx.handover.clone(),
+        ctx.inflight.clone(),
+    );
+    let period_ns = if ctx.spec.thread_rate > 0 {
+        (1e9 / ctx.spec.thread_rate as f64) as u64
+    } else if ctx.spec.rate > 0 {
+        (1e9 * ctx.spec.threads as f64 / ctx.spec.rate as f64) as u64
+    } else {
+        0
+    };
+    let every = match ctx.spec.sync {
+        SyncPolicy::Every(n) => n,
+        _ => 0,
+    };
+    let mut intended = rec.now_ns();
+    let mut since_sync = 0u64;
+    let mut full_step = 0u32;
+    let rs = ctx.spec.record_size;
+    let threshold_ns = ctx.timing.threshold.as_nanos() as u64;
+    // Rate-limited ops that start late are late because of an earlier op
+    // that blocked (a full journal, a segment wait): they inherit its kind,
+    // so their latency (counted from the intended start) gets its cause.
+    let mut blocked_by: Option<OpKind> = None;
+    while !ctx.stop.load(Relaxed) {
+        let mut late = false;
+        let start = if period_ns > 0 {
+            let now = rec.now_ns();
+            if intended > now {
+                sleep_unless_stopped(ctx, Duration::from_nanos(intended - now));
+            }
+            let s = intended;
+            intended += period_ns;
+            let now = rec.now_ns();
+            late = now.saturating_sub(s) >= threshold_ns;
+            rec.begin_at(s, now, blocked_by.filter(|_| late).unwrap_or(OpKind::Write))
+        } else {
+            rec.begin(OpKind::Write)
+        };
+        #[cfg(test)]
+        while ctx.spec.hold.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        #[cfg(test)]
+        if ctx.spec.panic_thread.load(Relaxed) == ctx.thread {
+            panic!("test hook: writer {} panics", ctx.thread);
+        }
+        let res = w.write(&mut rec, start).and_then(|kind| {
+            let kind = match (kind, blocked_by) {
+                (OpKind::Write, Some(b)) if late => b,
+                (k, _) => k,
+            };
+            if kind != OpKind::Write {
+                blocked_by = Some(kind);
+            } else if !late {
+                blocked_by = None;
+            }
+            rec.end(start, kind, rs);
+            w.after_ack()
+        });
+        if let Err(e) = res {
+            rec.inflight.leave();
+            if ctx.stop.load(Relaxed) {
+                break;
+            }
+            if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+                if full_step == 0 {
+                    rec.event(
+                        EventKind::TargetFull,
+                        format!("target full ({e}); thread {} backing off", ctx.thread),
+                    );
+                }
+                back_off(ctx, &mut full_step);
+                intended = rec.now_ns();
+                continue;
+            }
+            rec.event(
+                EventKind::WriterError,
+                format!("thread {} stopped: {e}", ctx.thread),
+            );
+            return;
+        }
+        full_step = 0;
+        if every > 0 {
+            since_sync += 1;
+            if since_sync >= every {
+                since_sync = 0;
+                let s = rec.begin(OpKind::Sync);
+                match w.sync() {
+                    Ok(()) => rec.end(s, OpKind::Sync, 0),
+                    Err(e) => {
+                        rec.inflight.leave();
+                        rec.event(EventKind::WriterError, format!("sync failed: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Cassandra's periodic commitlog service: sync everything every period.
+fn periodic_sync_loop(ctx: &ThreadCtx, logs: Vec<Arc<SegmentLog>>, period: Duration) {
+    let mut rec = Recorder::new(
+        ctx.spec.target,
+        ctx.thread,
+        &ctx.timing,
+        ctx.handover.clone(),
+        ctx.inflight.clone(),
+    );
+    loop {
+        sleep_unless_stopped(ctx, period);
+        if ctx.stop.load(Relaxed) {
+            break;
+        }
+        let s = rec.begin(OpKind::Sync);
+        match logs.iter().try_for_each(|l| l.sync_all()) {
+            Ok(()) => rec.end(s, OpKind::Sync, 0),
+            Err(e) => {
+                rec.inflight.leave();
+                rec.event(EventKind::WriterError, format!("periodic sync failed: {e}"));
+            }
+        }
+    }
+}
+
+/// mmap, buffered and direct: records into the shared segment log.
+struct LogWriter {
+    log: Arc<SegmentLog>,
+    record: Vec<u8>,
+    /// Direct mode: records packed into an aligned block, written when full.
+    block: Option<(AlignedBuf, usize)>,
+}
+
+impl LogWriter {
+    fn new(log: Arc<SegmentLog>, kind: LogKind, record_size: u64, thread: u32) -> Self {
+        let record = vec![b'a' + (thread % 26) as u8; record_size as usize];
+        let block = (kind == LogKind::Direct).then(|| {
+            let len = (record_size.max(DIRECT_ALIGN)).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+            (AlignedBuf::new(len as usize, DIRECT_ALIGN as usize), 0)
+        });
+        LogWriter { log, record, block }
+    }
+}
+
+impl Workload for LogWriter {
+    fn write(&mut self, rec: &mut Recorder, start: u64) -> io::Result<OpKind> {
+        let on_roll = || rec.inflight.enter(start, OpKind::SegmentWait);
+        let waited = match &mut self.block {
+            None => self.log.append(&self.record, on_roll)?,
+            Some((buf, fill)) => {
+                let rs = self.record.len();
+                let mut waited = false;
+                if *fill + rs > buf.len() {
+                    waited = self.log.append(buf.as_slice(), on_roll)?;
+                    *fill = 0;
+                }
+                buf.as_mut_slice()[*fill..*fill + rs].copy_from_slice(&self.record);
+                *fill += rs;
+                waited
+            }
+        };
+        Ok(if waited {
+            OpKind::SegmentWait
+        } else {
+            OpKind::Write
+        })
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.log.sync_all()
+    }
+}
+
+#[cfg(test)]
+mod tests;
