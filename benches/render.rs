@@ -13,9 +13,8 @@ use stallscope::config::{Mode, SyncPolicy};
 use stallscope::model::cause::{Attribution, Cause, Confidence, Evidence};
 use stallscope::model::kernel::{DevInterval, KernelInterval};
 use stallscope::model::ops::{new_histogram, OpKind, StallEvent};
-use stallscope::model::snapshot::{
-    BdpStats, LiveStall, Snapshot, Stall, TargetInterval, TargetMeta,
-};
+use stallscope::model::snapshot::{BdpStats, LiveStall, Snapshot, TargetInterval, TargetMeta};
+use stallscope::model::stall::Stall;
 use stallscope::tui::app::{App, Header, Style};
 use stallscope::tui::keys::Action;
 use stallscope::tui::ui::draw;

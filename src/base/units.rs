@@ -159,6 +159,11 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
+/// KiB (what /proc/meminfo counts) as MiB, for display.
+pub fn kib_to_mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 //! the run's intervals (`report::totals`), percentiles from the run's merged
 //! histogram (`Summary`).
 
+use crate::model::stall::Who;
 use crate::base::error::UsageError;
 use crate::base::units::{ByteSize, Dur};
 use crate::cmd::report::{render_svg, summarize, totals, ReportInput};
@@ -760,12 +761,12 @@ fn overlay(runs: &[&RunResult]) -> Vec<Snapshot> {
                 ..t.clone()
             }));
             m.stalls.extend(s.stalls.iter().cloned().map(|mut st| {
-                st.ev.target = i;
+                st.ev.who = on_target(st.ev.who, i);
                 st
             }));
             m.in_progress
                 .extend(s.in_progress.iter().cloned().map(|mut p| {
-                    p.target = i;
+                    p.who = on_target(p.who, i);
                     p
                 }));
             m.events.extend(s.events.iter().cloned().map(|mut e| {
@@ -836,12 +837,20 @@ fn write_svg(
     Ok(())
 }
 
+/// A writer's stall moved to run `i`'s place in the merged view.
+fn on_target(who: Who, i: usize) -> Who {
+    match who {
+        Who::Writer { thread, .. } => Who::Writer { target: i, thread },
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cause::{Attribution, Confidence, Evidence};
     use crate::model::ops::{new_histogram, OpKind, StallEvent};
-    use crate::model::snapshot::Stall;
+    use crate::model::stall::Stall;
 
     fn meta(fs: &str) -> TargetMeta {
         TargetMeta {

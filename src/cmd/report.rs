@@ -6,10 +6,14 @@
 //! (`TargetInterval::rates`, `LatSummary::of` on merged histograms), so the
 //! report agrees with the run's own summary for the same span.
 
+use crate::base::units::kib_to_mib;
 use crate::config::Mode;
 use crate::model::cause::Cause;
 use crate::model::kernel::{DevInterval, KernelInterval};
-use crate::model::snapshot::{CauseTotal, LatSummary, Snapshot, Stall, TargetInterval, TargetMeta};
+use crate::model::snapshot::{
+    cause_totals, CauseTotal, LatSummary, Snapshot, TargetInterval, TargetMeta,
+};
+use crate::model::stall::Stall;
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -58,7 +62,7 @@ impl ReportInput<'_> {
         self.snapshots
             .iter()
             .flat_map(|s| &s.stalls)
-            .filter(|st| st.ev.target == target && (from_s..to_s).contains(&start_s(st)))
+            .filter(|st| st.ev.who.target() == Some(target) && (from_s..to_s).contains(&start_s(st)))
             .collect()
     }
 
@@ -191,20 +195,11 @@ fn segment(
         median_mib_per_s: median(rates.iter().map(|r| r.mib_per_s).collect()),
         lat: LatSummary::of(&hist),
         stalls: stalls.len() as u64,
-        stall_ns: stalls.iter().map(|s| s.ev.dur_ns).sum(),
-        by_cause: by_cause(&stalls),
+        stall_ns: stalls.iter().map(|s| s.ev.dur()).sum(),
+        by_cause: cause_totals(stalls.iter().copied()),
     }
 }
 
-fn by_cause(stalls: &[&Stall]) -> BTreeMap<Cause, CauseTotal> {
-    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
-    for s in stalls {
-        let e = m.entry(s.why.cause).or_default();
-        e.count += 1;
-        e.ms += s.ev.dur_ns as f64 / 1e6;
-    }
-    m
-}
 
 /// The middle value (mean of the two middle ones for an even count); 0 for none.
 fn median(mut v: Vec<f64>) -> f64 {
@@ -274,14 +269,16 @@ fn observed_text(input: &ReportInput) -> String {
             e.3 = e.3.zip(o.write_bytes).map(|(a, b)| a + b);
             e.4 |= !o.alive;
         }
-        for o in &s.observed_stalls {
-            stalls.entry(o.pid).or_default().push(&o.stall);
+        for st in &s.stalls {
+            if let Some(pid) = st.ev.who.pid() {
+                stalls.entry(pid).or_default().push(st);
+            }
         }
     }
     let mut out = String::new();
     for (pid, (comm, dmax, majflt, wb, exited)) in procs {
         let own = stalls.remove(&pid).unwrap_or_default();
-        let stalled: u64 = own.iter().map(|s| s.ev.dur_ns).sum();
+        let stalled: u64 = own.iter().map(|s| s.ev.dur()).sum();
         let _ = writeln!(
             out,
             "\nobserved {comm} (pid {pid}){}: {} stalls, {:.2} s stalled{}{}; most threads in D at once {dmax}, {majflt} major faults, {}",
@@ -289,7 +286,7 @@ fn observed_text(input: &ReportInput) -> String {
             own.len(),
             stalled as f64 / 1e9,
             if own.is_empty() { "" } else { ": " },
-            causes_text(&crate::sink::schema::cause_totals(own.into_iter())),
+            causes_text(&cause_totals(own.into_iter())),
             wb.map_or("write_bytes unreadable".to_string(), |b| format!(
                 "{:.1} MiB written",
                 crate::base::units::mib(b)
@@ -557,8 +554,9 @@ impl ObservedSeries {
             input
                 .snapshots
                 .iter()
-                .flat_map(|s| &s.observed_stalls)
-                .map(|o| start_s(&o.stall))
+                .flat_map(|s| &s.stalls)
+                .filter(|st| st.ev.who.pid().is_some())
+                .map(start_s)
                 .filter(|t| *t >= x0 && *t < x1),
         );
         procs
@@ -576,10 +574,10 @@ impl ObservedSeries {
                     .selected()
                     .filter_map(|s| {
                         let ms = s
-                            .observed_stalls
+                            .stalls
                             .iter()
-                            .filter(|o| o.pid == pid)
-                            .map(|o| o.stall.ev.dur_ns as f64 / 1e6)
+                            .filter(|st| st.ev.who.pid() == Some(pid))
+                            .map(|st| st.ev.dur() as f64 / 1e6)
                             .reduce(f64::max)?;
                         Some((s.t_s - s.interval_s / 2.0, ms))
                     })
@@ -607,7 +605,7 @@ impl ChartData {
         let kernel = |f: fn(&KernelInterval) -> Option<u64>| -> Line {
             pieces(input.selected().map(|s| {
                 let kib = s.kernel.as_ref().and_then(f);
-                (s.t_s, kib.map(|v| v as f64 / 1024.0))
+                (s.t_s, kib.map(kib_to_mib))
             }))
         };
         let mut stalls: Vec<f64> = (0..n)

@@ -7,12 +7,13 @@ use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace};
 use crate::fold::derive::derive;
 use crate::model::kernel::TraceKind;
 use crate::model::kernel::{KernelInterval, ProcSample};
-use crate::model::observed::{ObsStall, ObsTick, Watched};
-use crate::model::ops::{new_histogram, Batch, EventKind, Msg, StallEvent};
+use crate::model::observed::{ObsTick, Watched};
+use crate::model::ops::{new_histogram, Batch, EventKind, Msg};
 use crate::model::snapshot::{
-    BdpStats, InProgress, LiveStall, ObservedInterval, ObservedStall, ObservedSummary, RunEvent,
-    Snapshot, Stall, Summary, TargetInterval, TargetSummary, OBSERVED,
+    tally, BdpStats, ObservedInterval, ObservedSummary, RunEvent, Snapshot, Summary,
+    TargetInterval, TargetSummary,
 };
+use crate::model::stall::{Blocked, Live, Stall, Who};
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -37,7 +38,7 @@ struct Acc {
     bytes: u64,
     hist: Histogram<u64>,
     sync_hist: Histogram<u64>,
-    stalls: Vec<StallEvent>,
+    stalls: Vec<Blocked>,
     minflt: u64,
     majflt: u64,
     bdp: BdpStats,
@@ -72,20 +73,6 @@ fn add_thread_event(kind: &TraceKind, bdp: &mut BdpStats, wb_waits: &mut u64) {
         TraceKind::WaitWriteback { .. } => *wb_waits += 1,
         TraceKind::WritebackStart { .. } => {}
     }
-}
-
-/// Counts one stall into whole-run totals (a target's or a process's).
-fn tally(
-    stalls: &mut u64,
-    stall_ns: &mut u64,
-    by_cause: &mut BTreeMap<crate::model::cause::Cause, crate::model::snapshot::CauseTotal>,
-    s: &Stall,
-) {
-    *stalls += 1;
-    *stall_ns += s.ev.dur_ns;
-    let c = by_cause.entry(s.why.cause).or_default();
-    c.count += 1;
-    c.ms += s.ev.dur_ns as f64 / 1e6;
 }
 
 /// One observed process over one interval being filled.
@@ -147,18 +134,33 @@ struct Pending {
     accs: Vec<Acc>,
     /// Observed processes by pid, and their threads' finished D-state runs.
     observed: BTreeMap<u32, ObsAcc>,
-    obs_stalls: Vec<ObsStall>,
+    obs_stalls: Vec<Blocked>,
     /// The raw kernel sample taken at the interval's end.
     raw: Option<ProcSample>,
     wb_starts: BTreeMap<String, u64>,
+}
+
+/// A watched thread as the fold keys it: cheap to copy, unlike `Who`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ThreadKey {
+    Writer(usize, u32),
+    Tid(u32),
+}
+
+impl ThreadKey {
+    fn of(who: &Who) -> ThreadKey {
+        match who {
+            Who::Writer { target, thread } => ThreadKey::Writer(*target, *thread),
+            Who::Process { tid, .. } => ThreadKey::Tid(*tid),
+        }
+    }
 }
 
 /// A trace event of one of our threads, on the run's clock.
 #[derive(Clone, Debug)]
 struct ThreadEvent {
     t_ns: u64,
-    target: usize,
-    thread: u32,
+    key: ThreadKey,
     kind: TraceKind,
 }
 
@@ -186,9 +188,10 @@ pub struct Aggregator {
     last_raw: Option<ProcSample>,
     page_kib: u64,
     /// Kernel stacks the watchdog took of stalled ops, until attributed.
-    stacks: HashMap<(usize, u32, u64), String>,
+    stacks: HashMap<(ThreadKey, u64), String>,
     totals: Vec<TargetSummary>,
-    in_progress: Vec<InProgress>,
+    /// Our writers' ops the watchdog saw blocked, not yet returned.
+    in_progress: Vec<Blocked>,
     events: Vec<RunEvent>,
     /// Emptied histograms to hand back to writers.
     pub recycled: Vec<Histogram<u64>>,
@@ -201,7 +204,10 @@ pub struct Aggregator {
     /// Targets whose writers reported a fatal error since they started.
     failed: Vec<bool>,
     /// Observe mode: D-state runs past the threshold, still going.
-    obs_live: Vec<ObsStall>,
+    obs_live: Vec<Blocked>,
+    /// Each target's bdi ("MAJ:MIN"), to give an observed thread's stall
+    /// the device evidence of the filesystem its trace events name.
+    target_bdis: Vec<Option<String>>,
     /// Set when the run stops: observe samples taken after it join the
     /// last interval instead of opening one of their own.
     end_ns: Option<u64>,
@@ -247,6 +253,7 @@ impl Aggregator {
             end_ns: None,
             failed: Vec::new(),
             obs_live: Vec::new(),
+            target_bdis: Vec::new(),
         }
     }
 
@@ -285,6 +292,14 @@ impl Aggregator {
         }
     }
 
+    /// The bdi of `target`'s device (see `target_bdis`).
+    pub fn set_target_bdi(&mut self, target: usize, bdi: String) {
+        if self.target_bdis.len() <= target {
+            self.target_bdis.resize(target + 1, None);
+        }
+        self.target_bdis[target] = Some(bdi);
+    }
+
     /// The run's end; see `end_ns`.
     pub fn set_end(&mut self, end_ns: u64) {
         self.end_ns = Some(end_ns);
@@ -298,12 +313,6 @@ impl Aggregator {
         if let Some(tids) = t.tids {
             self.obs_tids = tids.into_iter().collect();
             self.obs_tids_changed = true;
-        }
-        for s in t.stalls.iter().chain(&t.ongoing) {
-            if let Some(st) = &s.stack {
-                self.stacks
-                    .insert((OBSERVED, s.tid, s.start_ns), st.clone());
-            }
         }
         self.obs_live = t.ongoing;
         let p = self.pending_at(idx);
@@ -437,50 +446,33 @@ impl Aggregator {
             return;
         }
         // An observed process's thread, or one of our writers.
-        let (target, thread) = if let Some(&pid) = self.obs_tids.get(&tid) {
+        let key = if let Some(&pid) = self.obs_tids.get(&tid) {
             let a = self.pending_at(idx).observed.entry(pid).or_default();
             add_thread_event(&kind, &mut a.bdp, &mut a.wb_waits);
-            (OBSERVED, tid)
+            ThreadKey::Tid(tid)
         } else if let Some(&(target, thread)) = self.tids.get(&tid) {
             let acc = self.slot(idx, target);
             add_thread_event(&kind, &mut acc.bdp, &mut acc.wb_waits);
-            (target, thread)
+            ThreadKey::Writer(target, thread)
         } else {
             return;
         };
         if self.recent_trace.len() >= MAX_TRACE_EVENTS {
             self.recent_trace.pop_front();
         }
-        self.recent_trace.push_back(ThreadEvent {
-            t_ns,
-            target,
-            thread,
-            kind,
-        });
+        self.recent_trace.push_back(ThreadEvent { t_ns, key, kind });
     }
 
     pub fn fold(&mut self, msg: Msg) {
         match msg {
             Msg::Batch(b) => self.fold_batch(*b),
-            Msg::StallInProgress {
-                target,
-                thread,
-                op,
-                start_ns,
-                stack,
-            } => {
-                if let Some(st) = &stack {
-                    self.stacks.insert((target, thread, start_ns), st.clone());
+            Msg::Blocked(b) => {
+                if let Some(st) = &b.stack {
+                    self.stacks
+                        .insert((ThreadKey::of(&b.who), b.start_ns), st.clone());
                 }
-                let ip = InProgress {
-                    target,
-                    thread,
-                    op,
-                    start_ns,
-                    stack,
-                };
-                if !self.in_progress.contains(&ip) {
-                    self.in_progress.push(ip);
+                if !self.in_progress.iter().any(|p| p.same(&b)) {
+                    self.in_progress.push(b);
                 }
             }
             Msg::Observe(t) => self.fold_observe(*t),
@@ -493,8 +485,8 @@ impl Aggregator {
             } => {
                 if let (Some(th), EventKind::WriterError) = (thread, kind) {
                     // A thread that failed inside an op will never finish it.
-                    self.in_progress
-                        .retain(|p| !(p.target == target && p.thread == th));
+                    let who = Who::Writer { target, thread: th };
+                    self.in_progress.retain(|p| p.who != who);
                     if self.failed.len() <= target {
                         self.failed.resize(target + 1, false);
                     }
@@ -515,9 +507,7 @@ impl Aggregator {
             return;
         }
         for s in &b.stalls {
-            self.in_progress.retain(|p| {
-                !(p.target == s.target && p.thread == s.thread && p.start_ns == s.start_ns)
-            });
+            self.in_progress.retain(|p| !p.same(s));
         }
         let acc = self.slot(b.interval, b.target);
         acc.minflt += b.minflt;
@@ -579,56 +569,60 @@ impl Aggregator {
         }
     }
 
+    /// Counts finished stalls into their target's or process's totals.
     fn add_stalls(&mut self, stalls: &[Stall]) {
         for s in stalls {
-            if let Some(t) = self.totals.get_mut(s.ev.target) {
-                tally(&mut t.stalls, &mut t.stall_ns, &mut t.by_cause, s);
+            let t = match &s.ev.who {
+                Who::Writer { target, .. } => self.totals.get_mut(*target).map(|t| {
+                    (&mut t.stalls, &mut t.stall_ns, &mut t.by_cause)
+                }),
+                Who::Process { pid, .. } => self.obs_totals.get_mut(pid).map(|t| {
+                    (&mut t.stalls, &mut t.stall_ns, &mut t.by_cause)
+                }),
+            };
+            if let Some((n, ns, by_cause)) = t {
+                tally(n, ns, by_cause, s);
             }
         }
     }
 
-    /// What tracing saw of one thread during [start, end].
-    fn thread_trace(&self, ev: &StallEvent) -> ThreadTrace {
+    /// What tracing saw of one thread during the block (to `now_ns` for
+    /// one still going).
+    fn thread_trace(&self, ev: &Blocked, now_ns: u64) -> ThreadTrace {
+        let key = ThreadKey::of(&ev.who);
         let (from, to) = (
             ev.start_ns.saturating_sub(1_000_000),
-            ev.start_ns + ev.dur_ns + 5_000_000,
+            ev.start_ns + ev.dur_at(now_ns) + 5_000_000,
         );
         let mut t = ThreadTrace::default();
-        for e in self.recent_trace.iter().filter(|e| {
-            e.target == ev.target && e.thread == ev.thread && e.t_ns >= from && e.t_ns <= to
-        }) {
-            match &e.kind {
-                TraceKind::BalanceDirtyPages {
-                    bdi,
-                    limit,
-                    setpoint,
-                    dirty,
-                    pause_ms,
-                    ..
-                } => {
-                    let p = (*pause_ms).max(0) as u64;
-                    t.throttle_events += 1;
-                    t.pause_ms += p;
-                    t.max_pause_ms = t.max_pause_ms.max(p);
-                    t.dirty_pages = Some(*dirty);
-                    t.limit_pages = Some(*limit);
-                    t.setpoint_pages = Some(*setpoint);
-                    t.bdi = Some(bdi.clone());
-                }
-                TraceKind::WaitWriteback { bdi, .. } => {
-                    t.wb_waits += 1;
-                    t.bdi.get_or_insert_with(|| bdi.clone());
-                }
-                TraceKind::WritebackStart { .. } => {}
-            }
+        for e in self
+            .recent_trace
+            .iter()
+            .filter(|e| e.key == key && e.t_ns >= from && e.t_ns <= to)
+        {
+            add_to_trace(&mut t, &e.kind);
         }
         t
     }
 
+    /// The target whose device a block waited on: a writer's own, or for an
+    /// observed thread the target whose bdi its trace events name.
+    fn device_of(&self, ev: &Blocked, trace: Option<&ThreadTrace>) -> Option<usize> {
+        match &ev.who {
+            Who::Writer { target, .. } => Some(*target),
+            Who::Process { .. } => {
+                let bdi = trace?.bdi.as_ref()?;
+                self.target_bdis
+                    .iter()
+                    .position(|b| b.as_ref() == Some(bdi))
+            }
+        }
+    }
+
     /// Worst kernel figures over the intervals a stall spans.
-    fn counters(&self, ev: &StallEvent) -> Counters {
+    fn counters(&self, ev: &Blocked, now_ns: u64, dev: Option<usize>) -> Counters {
         let first = ev.start_ns / self.interval_ns;
-        let last = (ev.start_ns + ev.dur_ns) / self.interval_ns;
+        let last = (ev.start_ns + ev.dur_at(now_ns)) / self.interval_ns;
         let mut c = Counters::default();
         for (_, k) in self
             .recent_kernel
@@ -638,7 +632,7 @@ impl Aggregator {
             c.dirty_kib = c.dirty_kib.max(k.dirty_kib);
             c.dirty_thresh_kib = k.dirty_thresh_kib.or(c.dirty_thresh_kib);
             c.dirty_bg_thresh_kib = k.dirty_bg_thresh_kib.or(c.dirty_bg_thresh_kib);
-            if let Some(Some(d)) = k.devs.get(ev.target) {
+            if let Some(Some(d)) = dev.and_then(|i| k.devs.get(i)) {
                 c.util_pct = Some(c.util_pct.unwrap_or(0.0).max(d.util_pct));
                 c.w_await_ms = Some(c.w_await_ms.unwrap_or(0.0).max(d.w_await_ms));
                 c.inflight = Some(c.inflight.unwrap_or(0).max(d.inflight));
@@ -647,89 +641,72 @@ impl Aggregator {
         c
     }
 
-    /// Stalls the watchdog sees in progress at `now_ns`, with the cause as
-    /// far as it is known yet (same rules as for finished stalls).
-    pub fn live(&self, now_ns: u64) -> Vec<LiveStall> {
-        self.in_progress
-            .iter()
-            .map(|p| {
-                let ev = StallEvent {
-                    target: p.target,
-                    thread: p.thread,
-                    op: p.op,
-                    start_ns: p.start_ns,
-                    dur_ns: now_ns.saturating_sub(p.start_ns),
-                };
-                let why = self.explain(ev).why;
-                LiveStall {
-                    target: p.target,
-                    thread: p.thread,
-                    op: p.op,
-                    elapsed_ms: now_ns.saturating_sub(p.start_ns) as f64 / 1e6,
-                    cause: why.cause,
-                    pid: None,
-                }
-            })
-            .chain(self.obs_live.iter().map(|o| {
-                let ev = StallEvent {
-                    dur_ns: now_ns.saturating_sub(o.start_ns),
-                    ..o.event()
-                };
-                LiveStall {
-                    target: OBSERVED,
-                    thread: o.tid,
-                    op: ev.op,
-                    elapsed_ms: ev.dur_ns as f64 / 1e6,
-                    cause: self.explain(ev).why.cause,
-                    pid: Some(o.pid),
-                }
-            }))
-            .collect()
+    /// Stalls in progress at `now_ns`, with the cause as far as it is known
+    /// yet (same rules as for finished stalls).
+    pub fn live(&self, now_ns: u64) -> Live {
+        Live {
+            now_ns,
+            stalls: self
+                .in_progress
+                .iter()
+                .chain(&self.obs_live)
+                .map(|b| self.explain(b.clone(), now_ns))
+                .collect(),
+        }
     }
 
-    fn explain(&self, ev: StallEvent) -> Stall {
-        let trace = self.tracing.then(|| self.thread_trace(&ev));
-        let counters = self.counters(&ev);
-        let stack = self.stacks.get(&(ev.target, ev.thread, ev.start_ns));
-        let mode = self.state.get(ev.target).map_or(Mode::Mmap, |s| s.mode);
+    /// Attributes a block: its thread's trace events, the kernel counters
+    /// of the intervals it spans, its kernel stack.
+    fn explain(&self, mut ev: Blocked, now_ns: u64) -> Stall {
+        let trace = self.tracing.then(|| self.thread_trace(&ev, now_ns));
+        let dev = self.device_of(&ev, trace.as_ref());
+        let counters = self.counters(&ev, now_ns, dev);
+        if ev.stack.is_none() {
+            ev.stack = self
+                .stacks
+                .get(&(ThreadKey::of(&ev.who), ev.start_ns))
+                .cloned();
+        }
+        let mode = ev
+            .who
+            .target()
+            .and_then(|t| self.state.get(t))
+            .map(|s| s.mode);
         let why = attribute(&StallFacts {
             op: ev.op,
             mode,
-            dur_ms: ev.dur_ns as f64 / 1e6,
+            dur_ms: ev.dur_at(now_ns) as f64 / 1e6,
             trace: trace.as_ref(),
             counters: &counters,
-            stack: stack.map(|s| s.as_str()),
+            stack: ev.stack.as_deref(),
         });
         Stall { ev, why }
     }
 
-    fn emit(&mut self, len_ns: u64) -> Snapshot {
-        self.pending_at(self.next_emit);
-        let p = self.pending.pop_front().expect("pending interval exists");
-        self.add_totals(&p.accs);
-        let index = self.next_emit;
-        self.next_emit += 1;
-        let t_end = index * self.interval_ns + len_ns;
-        let kernel = match (&self.last_raw, &p.raw) {
+    /// Kernel figures of the interval being emitted, from its raw sample.
+    fn emit_kernel(&mut self, index: u64, raw: Option<&ProcSample>) -> Option<KernelInterval> {
+        let kernel = match (&self.last_raw, raw) {
             (Some(prev), Some(cur)) => Some(derive(prev, cur, self.page_kib)),
             _ => None,
         };
         if let Some(k) = &kernel {
             self.recent_kernel.push_back((index, k.clone()));
         }
-        if p.raw.is_some() {
-            self.last_raw = p.raw.clone();
+        if let Some(r) = raw {
+            self.last_raw = Some(r.clone());
         }
-        let mut events: Vec<StallEvent> = Vec::new();
+        kernel
+    }
+
+    /// Each target's figures of the interval; its stalls go to `blocks`.
+    fn emit_targets(&self, accs: Vec<Acc>, blocks: &mut Vec<Blocked>) -> Vec<TargetInterval> {
         let tracing = self.tracing;
-        let targets = p
-            .accs
-            .into_iter()
+        accs.into_iter()
             .enumerate()
             .map(|(target, mut a)| {
                 let st = self.state[target];
                 let count = a.stalls.len() as u32;
-                events.append(&mut a.stalls);
+                blocks.append(&mut a.stalls);
                 TargetInterval {
                     target,
                     active: st.active,
@@ -747,16 +724,11 @@ impl Aggregator {
                     failed: self.failed.get(target).copied().unwrap_or(false),
                 }
             })
-            .collect();
-        events.sort_by_key(|s| s.start_ns);
-        let stalls: Vec<Stall> = events.into_iter().map(|e| self.explain(e)).collect();
-        for s in &stalls {
-            self.stacks
-                .remove(&(s.ev.target, s.ev.thread, s.ev.start_ns));
-        }
-        self.add_stalls(&stalls);
-        let (observed, observed_stalls) = self.emit_observed(p.observed, p.obs_stalls);
-        let horizon = t_end.saturating_sub(HISTORY_NS);
+            .collect()
+    }
+
+    /// Forgets trace events and kernel intervals too old to explain a stall.
+    fn trim_history(&mut self, t_end: u64) {
         let trace_horizon = t_end.saturating_sub(TRACE_HISTORY_NS);
         while self
             .recent_trace
@@ -765,10 +737,34 @@ impl Aggregator {
         {
             self.recent_trace.pop_front();
         }
-        let oldest = horizon / self.interval_ns;
+        let oldest = t_end.saturating_sub(HISTORY_NS) / self.interval_ns;
         while self.recent_kernel.front().is_some_and(|(i, _)| *i < oldest) {
             self.recent_kernel.pop_front();
         }
+    }
+
+    fn emit(&mut self, len_ns: u64) -> Snapshot {
+        self.pending_at(self.next_emit);
+        let p = self.pending.pop_front().expect("pending interval exists");
+        self.add_totals(&p.accs);
+        let index = self.next_emit;
+        self.next_emit += 1;
+        let t_end = index * self.interval_ns + len_ns;
+        let kernel = self.emit_kernel(index, p.raw.as_ref());
+        let mut blocks = p.obs_stalls;
+        let targets = self.emit_targets(p.accs, &mut blocks);
+        blocks.sort_by_key(|s| s.start_ns);
+        let stalls: Vec<Stall> = blocks
+            .into_iter()
+            .map(|e| self.explain(e, t_end))
+            .collect();
+        for s in &stalls {
+            self.stacks
+                .remove(&(ThreadKey::of(&s.ev.who), s.ev.start_ns));
+        }
+        self.add_stalls(&stalls);
+        let observed = self.emit_observed(p.observed, &stalls);
+        self.trim_history(t_end);
         Snapshot {
             index,
             t_s: t_end as f64 / 1e9,
@@ -777,45 +773,26 @@ impl Aggregator {
             stalls,
             kernel,
             raw: p.raw,
-            wb_starts: tracing.then_some(p.wb_starts),
+            wb_starts: self.tracing.then_some(p.wb_starts),
             in_progress: self
                 .in_progress
                 .iter()
+                .chain(&self.obs_live)
                 .filter(|p| p.start_ns < t_end)
                 .cloned()
                 .collect(),
             events: std::mem::take(&mut self.events),
             observed,
-            observed_stalls,
         }
     }
 
-    /// The observed processes' figures and attributed stalls of one interval.
+    /// The observed processes' figures of one interval (their stalls are
+    /// among `stalls`).
     fn emit_observed(
         &mut self,
         mut accs: BTreeMap<u32, ObsAcc>,
-        mut raw: Vec<ObsStall>,
-    ) -> (Vec<ObservedInterval>, Vec<ObservedStall>) {
-        raw.sort_by_key(|s| s.start_ns);
-        let mut stalls = Vec::with_capacity(raw.len());
-        for r in raw {
-            let stall = self.explain(r.event());
-            self.stacks.remove(&(OBSERVED, r.tid, r.start_ns));
-            let comm = self
-                .watched
-                .iter()
-                .find(|w| w.pid == r.pid)
-                .map_or_else(String::new, |w| w.comm.clone());
-            if let Some(t) = self.obs_totals.get_mut(&r.pid) {
-                tally(&mut t.stalls, &mut t.stall_ns, &mut t.by_cause, &stall);
-            }
-            stalls.push(ObservedStall {
-                pid: r.pid,
-                comm,
-                thread_comm: r.thread_comm,
-                stall,
-            });
-        }
+        stalls: &[Stall],
+    ) -> Vec<ObservedInterval> {
         let tracing = self.tracing;
         let mut out = Vec::with_capacity(self.watched.len());
         for w in &self.watched {
@@ -852,10 +829,41 @@ impl Aggregator {
                 write_bytes,
                 bdp: tracing.then_some(a.bdp),
                 wb_waits: tracing.then_some(a.wb_waits),
-                stalls: stalls.iter().filter(|s| s.pid == w.pid).count() as u32,
+                stalls: stalls
+                    .iter()
+                    .filter(|s| s.ev.who.pid() == Some(w.pid))
+                    .count() as u32,
             });
         }
-        (out, stalls)
+        out
+    }
+}
+
+/// Adds one trace event of the stalled thread to what attribution sees.
+fn add_to_trace(t: &mut ThreadTrace, kind: &TraceKind) {
+    match kind {
+        TraceKind::BalanceDirtyPages {
+            bdi,
+            limit,
+            setpoint,
+            dirty,
+            pause_ms,
+            ..
+        } => {
+            let p = (*pause_ms).max(0) as u64;
+            t.throttle_events += 1;
+            t.pause_ms += p;
+            t.max_pause_ms = t.max_pause_ms.max(p);
+            t.dirty_pages = Some(*dirty);
+            t.limit_pages = Some(*limit);
+            t.setpoint_pages = Some(*setpoint);
+            t.bdi = Some(bdi.clone());
+        }
+        TraceKind::WaitWriteback { bdi, .. } => {
+            t.wb_waits += 1;
+            t.bdi.get_or_insert_with(|| bdi.clone());
+        }
+        TraceKind::WritebackStart { .. } => {}
     }
 }
 

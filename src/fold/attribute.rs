@@ -36,7 +36,8 @@ pub struct Counters {
 #[derive(Clone, Debug)]
 pub struct StallFacts<'a> {
     pub op: OpKind,
-    pub mode: Mode,
+    /// Our writer's mode; None for an observed thread.
+    pub mode: Option<Mode>,
     pub dur_ms: f64,
     /// None when tracing is unavailable; Some (maybe empty) when it ran.
     pub trace: Option<&'a ThreadTrace>,
@@ -49,12 +50,13 @@ pub struct StallFacts<'a> {
 pub const BUSY_UTIL_PCT: f64 = 90.0;
 pub const DEEP_QUEUE: u64 = 32;
 
-/// The sync call a mode makes.
-pub fn sync_call(mode: Mode) -> &'static str {
+/// The sync call a mode makes ("sync" when the mode is not ours to know).
+pub fn sync_call(mode: Option<Mode>) -> &'static str {
     match mode {
-        Mode::Mmap => "msync",
-        Mode::Buffered | Mode::Direct => "fdatasync",
-        Mode::Journal => "syncfs",
+        Some(Mode::Mmap) => "msync",
+        Some(Mode::Buffered | Mode::Direct) => "fdatasync",
+        Some(Mode::Journal) => "syncfs",
+        None => "sync",
     }
 }
 
@@ -184,7 +186,7 @@ mod tests {
     fn facts<'a>(op: OpKind, trace: Option<&'a ThreadTrace>, c: &'a Counters) -> StallFacts<'a> {
         StallFacts {
             op,
-            mode: Mode::Mmap,
+            mode: Some(Mode::Mmap),
             dur_ms: 650.0,
             trace,
             counters: c,

@@ -10,3 +10,4 @@ pub mod marker;
 pub mod observed;
 pub mod ops;
 pub mod snapshot;
+pub mod stall;

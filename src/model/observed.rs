@@ -2,6 +2,8 @@
 //! them hands the fold (per-process counters, finished and ongoing D-state
 //! runs, the thread ids the trace filter must follow).
 
+use crate::model::stall::Blocked;
+
 /// One process in one sample.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProcTick {
@@ -20,39 +22,15 @@ pub struct ProcTick {
 pub struct ObsTick {
     pub t_ns: u64,
     pub procs: Vec<ProcTick>,
-    pub stalls: Vec<ObsStall>,
+    /// D-state runs that ended in this sample.
+    pub stalls: Vec<Blocked>,
     /// Processes that were found gone in this sample.
     pub exited: Vec<u32>,
     /// The observed thread ids (tid → pid), when they changed.
     pub tids: Option<Vec<(u32, u32)>>,
     /// Runs still going that are already past the threshold (the
     /// dashboard's STALL banner), with the best stack so far.
-    pub ongoing: Vec<ObsStall>,
-}
-/// A finished D-state run of one observed thread.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ObsStall {
-    pub pid: u32,
-    pub tid: u32,
-    /// The thread's name (Java names its threads: "MutationStage-1").
-    pub thread_comm: String,
-    pub start_ns: u64,
-    pub dur_ns: u64,
-    /// The most telling kernel stack seen during the run.
-    pub stack: Option<String>,
-}
-
-impl ObsStall {
-    /// As a stall event: `OBSERVED` target, the tid as the thread.
-    pub fn event(&self) -> crate::model::ops::StallEvent {
-        crate::model::ops::StallEvent {
-            target: crate::model::snapshot::OBSERVED,
-            thread: self.tid,
-            op: crate::model::ops::OpKind::Blocked,
-            start_ns: self.start_ns,
-            dur_ns: self.dur_ns,
-        }
-    }
+    pub ongoing: Vec<Blocked>,
 }
 /// A process being observed, resolved at start.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

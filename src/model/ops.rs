@@ -4,6 +4,7 @@
 //! `source::writer::recorder`.
 
 use crate::base::clock::Clock;
+use crate::model::stall::Blocked;
 use crossbeam::channel::{Receiver, Sender};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -70,16 +71,6 @@ impl OpKind {
     }
 }
 
-/// A finished op that took at least the stall threshold.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StallEvent {
-    pub target: usize,
-    pub thread: u32,
-    pub op: OpKind,
-    pub start_ns: u64,
-    pub dur_ns: u64,
-}
-
 /// One thread's measurements over part of one interval.
 #[derive(Debug)]
 pub struct Batch {
@@ -93,7 +84,8 @@ pub struct Batch {
     pub hist: Histogram<u64>,
     /// Latency of sync ops, µs.
     pub sync_hist: Histogram<u64>,
-    pub stalls: Vec<StallEvent>,
+    /// Ops of this batch that took at least the stall threshold.
+    pub stalls: Vec<Blocked>,
     /// Page faults of this thread since its previous batch (getrusage).
     pub minflt: u64,
     pub majflt: u64,
@@ -138,16 +130,9 @@ impl InFlight {
 #[derive(Debug)]
 pub enum Msg {
     Batch(Box<Batch>),
-    /// The watchdog saw an op older than the threshold that has not returned.
-    StallInProgress {
-        target: usize,
-        thread: u32,
-        op: OpKind,
-        start_ns: u64,
-        /// Where the thread sat in the kernel when it was seen (root:
-        /// /proc/self/task/TID/stack, else wchan), innermost first.
-        stack: Option<String>,
-    },
+    /// The watchdog saw an op older than the threshold that has not
+    /// returned (`dur_ns` None, with the thread's kernel stack).
+    Blocked(Blocked),
     /// One sample of the observed processes (observe mode).
     Observe(Box<crate::model::observed::ObsTick>),
     /// Something a person should see: disk full, a failed thread.

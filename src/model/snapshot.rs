@@ -3,9 +3,10 @@
 //! the UI and replay all derive their figures through these functions.
 
 use crate::config::Mode;
-use crate::model::cause::{Attribution, Cause};
+use crate::model::cause::Cause;
 use crate::model::kernel::KernelInterval;
-use crate::model::ops::{EventKind, OpKind, StallEvent};
+use crate::model::ops::EventKind;
+use crate::model::stall::{Blocked, Stall};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -57,37 +58,6 @@ pub struct BdpStats {
     pub max_pause_ms: u64,
 }
 
-/// A finished stall and why it happened.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Stall {
-    pub ev: StallEvent,
-    pub why: Attribution,
-}
-
-/// An op the watchdog saw blocked past the threshold, not yet returned.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct InProgress {
-    pub target: usize,
-    pub thread: u32,
-    pub op: OpKind,
-    pub start_ns: u64,
-    pub stack: Option<String>,
-}
-
-/// A stall in progress as the dashboard shows it, refreshed every ~100 ms.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LiveStall {
-    pub target: usize,
-    pub thread: u32,
-    pub op: OpKind,
-    pub elapsed_ms: f64,
-    /// Best guess so far from the thread's recent trace events or counters.
-    pub cause: Cause,
-    /// Observe mode: the process whose thread (`thread` = its tid) is
-    /// stalled; `target` is then `OBSERVED`.
-    pub pid: Option<u32>,
-}
-
 /// Something that happened to the run (disk full, a thread failed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunEvent {
@@ -96,10 +66,6 @@ pub struct RunEvent {
     pub kind: EventKind,
     pub message: String,
 }
-
-/// `StallEvent::target` of an observed process's stall (its `thread` is
-/// then the kernel thread id); such stalls live in `Snapshot::observed_stalls`.
-pub const OBSERVED: usize = usize::MAX;
 
 /// One observed process over one interval (observe mode).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -125,16 +91,6 @@ pub struct ObservedInterval {
     pub wb_waits: Option<u64>,
     /// Stalls of its threads that ended in this interval.
     pub stalls: u32,
-}
-
-/// A stall of an observed process's thread: `stall.ev.thread` is the
-/// kernel thread id, `stall.ev.target` is `OBSERVED`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ObservedStall {
-    pub pid: u32,
-    pub comm: String,
-    pub thread_comm: String,
-    pub stall: Stall,
 }
 
 /// Whole-run figures of one observed process.
@@ -169,12 +125,12 @@ pub struct Snapshot {
     pub raw: Option<crate::model::kernel::ProcSample>,
     /// Writeback started by the flusher, by reason; None without tracing.
     pub wb_starts: Option<BTreeMap<String, u64>>,
-    /// Stalls in progress at the end of the interval.
-    pub in_progress: Vec<InProgress>,
+    /// Stalls in progress at the end of the interval (`dur_ns` None).
+    pub in_progress: Vec<Blocked>,
     pub events: Vec<RunEvent>,
-    /// Observe mode: each observed process, and its threads' stalls.
+    /// Observe mode: each observed process (its threads' stalls are in
+    /// `stalls`).
     pub observed: Vec<ObservedInterval>,
-    pub observed_stalls: Vec<ObservedStall>,
 }
 
 /// Latency figures in microseconds.
@@ -250,6 +206,47 @@ pub struct CauseTotal {
     pub ms: f64,
 }
 
+impl CauseTotal {
+    /// Adds another total of the same cause.
+    pub fn add(&mut self, o: &CauseTotal) {
+        self.count += o.count;
+        self.ms += o.ms;
+    }
+}
+
+/// Stall count and time by cause: the one tally every view of stalls
+/// (the fold's totals, the printer, the report, metrics) is made with.
+pub fn cause_totals<'a>(stalls: impl IntoIterator<Item = &'a Stall>) -> BTreeMap<Cause, CauseTotal> {
+    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+    for s in stalls {
+        m.entry(s.why.cause).or_default().add(&CauseTotal {
+            count: 1,
+            ms: s.ev.dur() as f64 / 1e6,
+        });
+    }
+    m
+}
+
+/// Adds every cause of `from` into `into`.
+pub fn merge_causes(into: &mut BTreeMap<Cause, CauseTotal>, from: &BTreeMap<Cause, CauseTotal>) {
+    for (c, v) in from {
+        into.entry(*c).or_default().add(v);
+    }
+}
+
+/// Counts one finished stall into whole-run totals (a target's or an
+/// observed process's).
+pub fn tally(
+    stalls: &mut u64,
+    stall_ns: &mut u64,
+    by_cause: &mut BTreeMap<Cause, CauseTotal>,
+    s: &Stall,
+) {
+    *stalls += 1;
+    *stall_ns += s.ev.dur();
+    merge_causes(by_cause, &cause_totals([s]));
+}
+
 impl TargetSummary {
     /// The cause with the most stall time, if any stall happened.
     pub fn top_cause(&self) -> Option<Cause> {
@@ -286,13 +283,9 @@ impl Summary {
         self.targets.iter().map(|t| t.stall_ns).sum()
     }
     pub fn by_cause(&self) -> BTreeMap<Cause, CauseTotal> {
-        let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
+        let mut m = BTreeMap::new();
         for t in &self.targets {
-            for (c, v) in &t.by_cause {
-                let e = m.entry(*c).or_default();
-                e.count += v.count;
-                e.ms += v.ms;
-            }
+            merge_causes(&mut m, &t.by_cause);
         }
         m
     }

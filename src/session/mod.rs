@@ -444,13 +444,17 @@ impl Session {
             } else {
                 tids
             };
-            let bdis: Vec<String> = self
-                .sampler
-                .devices()
-                .iter()
-                .flatten()
-                .filter_map(|d| kproc::bdi_name(&ProcRoot::default(), d).ok())
-                .collect();
+            let mut bdis: Vec<String> = Vec::new();
+            for (i, d) in self.sampler.devices().iter().enumerate() {
+                let Some(bdi) = d
+                    .as_ref()
+                    .and_then(|d| kproc::bdi_name(&ProcRoot::default(), d).ok())
+                else {
+                    continue;
+                };
+                self.agg.set_target_bdi(i, bdi.clone());
+                bdis.push(bdi);
+            }
             if let Err(e) = t.set_filters(&tids, &bdis) {
                 eprintln!("stallscope: cannot set trace filters: {e}");
             }
@@ -599,7 +603,7 @@ impl Session {
     }
 
     /// The stalls in progress right now, for the dashboard's banner.
-    pub fn live(&self) -> Vec<crate::model::snapshot::LiveStall> {
+    pub fn live(&self) -> crate::model::stall::Live {
         self.agg.live(self.now_ns())
     }
 

@@ -15,6 +15,7 @@
 //! dashboard: each mode gets its own series). Names are `stallscope_*` in
 //! base units (seconds, bytes, ratios 0..1).
 
+use crate::model::stall::{Stall, Who};
 use crate::base::error::UsageError;
 use crate::model::marker::{Marker, MarkerKind};
 use crate::model::snapshot::{Snapshot, Summary, TargetMeta};
@@ -569,12 +570,33 @@ impl MetricsSink {
                     .inc_by(n);
             }
         }
-        for st in &s.observed_stalls {
-            let cl = with(&pl(st.pid, &st.comm), st.stall.why.cause.as_str());
-            m.obs_stalls.get_or_create(&cl).inc();
-            m.obs_stall_seconds
-                .get_or_create(&cl)
-                .inc_by(st.stall.ev.dur_ns as f64 / 1e9);
+    }
+
+    /// Counts a finished stall into its target's or its process's series.
+    fn stall(&self, s: &Snapshot, st: &Stall) {
+        let m = &self.metrics;
+        let secs = st.ev.dur() as f64 / 1e9;
+        let cause = st.why.cause.as_str();
+        match &st.ev.who {
+            Who::Writer { target, .. } => {
+                let mode = s
+                    .targets
+                    .iter()
+                    .find(|t| t.target == *target)
+                    .map_or("?", |t| t.mode.as_str());
+                let cl = with_cause(&self.labels(*target, mode), cause);
+                m.stalls.get_or_create(&cl).inc();
+                m.stall_seconds.get_or_create(&cl).inc_by(secs);
+            }
+            Who::Process { pid, comm, .. } => {
+                let cl = ProcCauseLabels {
+                    pid: pid.to_string(),
+                    comm: comm.clone(),
+                    cause: cause.to_string(),
+                };
+                m.obs_stalls.get_or_create(&cl).inc();
+                m.obs_stall_seconds.get_or_create(&cl).inc_by(secs);
+            }
         }
     }
 
@@ -645,16 +667,7 @@ impl Sink for MetricsSink {
             }
         }
         for st in &s.stalls {
-            let mode = s
-                .targets
-                .iter()
-                .find(|t| t.target == st.ev.target)
-                .map_or("?", |t| t.mode.as_str());
-            let cl = with_cause(&self.labels(st.ev.target, mode), st.why.cause.as_str());
-            m.stalls.get_or_create(&cl).inc();
-            m.stall_seconds
-                .get_or_create(&cl)
-                .inc_by(st.ev.dur_ns as f64 / 1e9);
+            self.stall(s, st);
         }
         self.observed(s);
         let bytes = |kib: Option<u64>| kib.map(|v| v as f64 * 1024.0);

@@ -2,9 +2,12 @@
 //! lines, and the summary, as an aligned table or as JSON Lines. The JSONL
 //! field names are a public schema: add fields, never rename them.
 
+use crate::base::units::kib_to_mib;
 use crate::config::Format;
-use crate::model::cause::Confidence;
-use crate::model::snapshot::{LatSummary, RunEvent, Snapshot, Summary, TargetMeta};
+use crate::model::snapshot::{
+    cause_totals, LatSummary, RunEvent, Snapshot, Summary, TargetInterval, TargetMeta,
+};
+use crate::model::stall::{Stall, Who};
 use crate::sink::schema::*;
 use crate::sink::Sink;
 use serde::Serialize;
@@ -105,76 +108,12 @@ impl<W: Write> Sink for Printer<W> {
                     let meta = self.meta[t.target].clone();
                     self.json(&interval_line(s, t, &meta))?;
                 }
-                Format::Table => {
-                    if self.rows > 0 && self.rows % 40 == 0 {
-                        writeln!(self.out, "{HEADER}")?;
-                    }
-                    self.rows += 1;
-                    let r = t.rates(s.interval_s);
-                    let l = LatSummary::of(&t.hist);
-                    let k = s.kernel.as_ref();
-                    let mib_of = |kib: Option<u64>| {
-                        kib.map_or("     -".to_string(), |v| {
-                            format!("{:>6.0}", v as f64 / 1024.0)
-                        })
-                    };
-                    let pause = t
-                        .bdp
-                        .map_or("     -".to_string(), |b| format!("{:>6}", b.pause_ms));
-                    let cause = top_interval_cause(&s.stalls, t.target).map_or("", |c| c.as_str());
-                    writeln!(
-                        self.out,
-                        "{:7.1}  {:<18} {:>8.0} {:>9.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>9.2} {:>6} {} {} {}  {}",
-                        s.t_s,
-                        self.label(t.target),
-                        r.ops_per_s,
-                        r.mib_per_s,
-                        l.mean / 1000.0,
-                        ms(l.p50),
-                        ms(l.p95),
-                        ms(l.p99),
-                        ms(l.p999),
-                        ms(l.max),
-                        t.stalls,
-                        mib_of(k.and_then(|k| k.dirty_kib)),
-                        mib_of(k.and_then(|k| k.writeback_kib)),
-                        pause,
-                        cause
-                    )?;
-                }
+                Format::Table => self.target_row(s, t)?,
             }
         }
         self.observed(s)?;
         for st in &s.stalls {
-            let mode = s
-                .targets
-                .get(st.ev.target)
-                .map(|t| t.mode.as_str())
-                .unwrap_or("?");
-            match self.format {
-                Format::Jsonl => {
-                    let meta = self.meta[st.ev.target].clone();
-                    self.json(&stall_line(st, &meta, mode))?;
-                }
-                Format::Table => {
-                    let l = self.label(st.ev.target);
-                    let e = &st.ev;
-                    writeln!(
-                        self.out,
-                        "{:7.1}  {l:<18} ~ stall {:.0} ms: thread {} in {} ({mode}): {} [{}]{}",
-                        e.start_ns as f64 / 1e9,
-                        e.dur_ns as f64 / 1e6,
-                        e.thread,
-                        e.op.as_str(),
-                        st.why.cause.as_str(),
-                        match st.why.confidence {
-                            Confidence::High => "high",
-                            Confidence::Low => "low",
-                        },
-                        evidence_text(&st.why.evidence)
-                    )?;
-                }
-            }
+            self.stall(s, st)?;
         }
         self.out.flush()
     }
@@ -279,10 +218,7 @@ impl<W: Write> Printer<W> {
                     let name: String = name.chars().take(18).collect();
                     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
                     let cause = crate::model::snapshot::top_cause(&cause_totals(
-                        s.observed_stalls
-                            .iter()
-                            .filter(|x| x.pid == o.pid)
-                            .map(|x| &x.stall),
+                        s.stalls.iter().filter(|x| x.ev.who.pid() == Some(o.pid)),
                     ));
                     writeln!(
                         self.out,
@@ -296,8 +232,8 @@ impl<W: Write> Printer<W> {
                         o.majflt,
                         opt(o.bdp.map(|b| b.pause_ms.to_string())),
                         o.stalls,
-                        opt(l.system.dirty_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
-                        opt(l.system.writeback_kib.map(|v| format!("{:.0}", v as f64 / 1024.0))),
+                        opt(l.system.dirty_kib.map(|v| format!("{:.0}", kib_to_mib(v)))),
+                        opt(l.system.writeback_kib.map(|v| format!("{:.0}", kib_to_mib(v)))),
                         cause.map_or("", |c| c.as_str())
                     )?;
                 }
@@ -312,32 +248,82 @@ impl<W: Write> Printer<W> {
                 }
             }
         }
-        for o in &s.observed_stalls {
-            match self.format {
-                Format::Jsonl => self.json(&observed_stall_line(o))?,
-                Format::Table => {
-                    let e = &o.stall.ev;
-                    writeln!(
-                        self.out,
-                        "{:7.1}  {:<18} ~ stall {:.0} ms: thread {} ({}) blocked (D): {} [{}]{}",
-                        e.start_ns as f64 / 1e9,
-                        format!("{} {}", o.pid, o.comm)
-                            .chars()
-                            .take(18)
-                            .collect::<String>(),
-                        e.dur_ns as f64 / 1e6,
-                        e.thread,
-                        o.thread_comm,
-                        o.stall.why.cause.as_str(),
-                        match o.stall.why.confidence {
-                            Confidence::High => "high",
-                            Confidence::Low => "low",
-                        },
-                        evidence_text(&o.stall.why.evidence)
-                    )?;
-                }
-            }
-        }
         Ok(())
+    }
+
+    /// One target's row of the table.
+    fn target_row(&mut self, s: &Snapshot, t: &TargetInterval) -> io::Result<()> {
+        if self.rows > 0 && self.rows % 40 == 0 {
+            writeln!(self.out, "{HEADER}")?;
+        }
+        self.rows += 1;
+        let r = t.rates(s.interval_s);
+        let l = LatSummary::of(&t.hist);
+        let k = s.kernel.as_ref();
+        let mib_of = |kib: Option<u64>| {
+            kib.map_or("     -".to_string(), |v| format!("{:>6.0}", kib_to_mib(v)))
+        };
+        let pause = t
+            .bdp
+            .map_or("     -".to_string(), |b| format!("{:>6}", b.pause_ms));
+        let cause = top_interval_cause(&s.stalls, t.target).map_or("", |c| c.as_str());
+        writeln!(
+            self.out,
+            "{:7.1}  {:<18} {:>8.0} {:>9.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>9.2} {:>6} {} {} {}  {}",
+            s.t_s,
+            self.label(t.target),
+            r.ops_per_s,
+            r.mib_per_s,
+            l.mean / 1000.0,
+            ms(l.p50),
+            ms(l.p95),
+            ms(l.p99),
+            ms(l.p999),
+            ms(l.max),
+            t.stalls,
+            mib_of(k.and_then(|k| k.dirty_kib)),
+            mib_of(k.and_then(|k| k.writeback_kib)),
+            pause,
+            cause
+        )
+    }
+
+    /// A finished stall: its JSONL line, or its table row (ours name the
+    /// target and op, an observed thread's the process and thread).
+    fn stall(&mut self, s: &Snapshot, st: &Stall) -> io::Result<()> {
+        let e = &st.ev;
+        let mode = e
+            .who
+            .target()
+            .map(|i| s.targets.get(i).map_or("?", |t| t.mode.as_str()));
+        if self.format == Format::Jsonl {
+            let meta = e.who.target().map(|i| self.meta[i].clone());
+            let place = meta.as_ref().zip(mode);
+            return self.json(&stall_line(st, place));
+        }
+        let (label, what) = match &e.who {
+            Who::Writer { target, thread } => (
+                self.label(*target),
+                format!("thread {thread} in {} ({})", e.op.as_str(), mode.unwrap_or("?")),
+            ),
+            Who::Process {
+                pid,
+                comm,
+                tid,
+                thread_comm,
+            } => (
+                format!("{pid} {comm}").chars().take(18).collect(),
+                format!("thread {tid} ({thread_comm}) blocked (D)"),
+            ),
+        };
+        writeln!(
+            self.out,
+            "{:7.1}  {label:<18} ~ stall {:.0} ms: {what}: {} [{}]{}",
+            e.start_ns as f64 / 1e9,
+            e.dur() as f64 / 1e6,
+            st.why.cause.as_str(),
+            st.why.confidence.as_str(),
+            evidence_text(&st.why.evidence)
+        )
     }
 }

@@ -57,10 +57,10 @@ use crate::config::{Config, Mode};
 use crate::model::cause::{Attribution, Cause, Confidence, Evidence};
 use crate::model::kernel::ProcSample;
 use crate::model::marker::Marker;
-use crate::model::ops::{new_histogram, EventKind, OpKind, StallEvent};
-use crate::model::snapshot::{
-    BdpStats, RunEvent, Snapshot, Stall, Summary, TargetInterval, TargetMeta,
-};
+use crate::model::ops::{new_histogram, EventKind, OpKind};
+use crate::model::stall::{Blocked, Who};
+use crate::model::snapshot::{BdpStats, RunEvent, Snapshot, Summary, TargetInterval, TargetMeta};
+use crate::model::stall::Stall;
 use crate::sink::schema::{interval_line, stall_line, summary_line};
 use crate::sink::Sink;
 use base64::Engine as _;
@@ -385,17 +385,6 @@ impl Sink for Recorder {
             );
             self.line(&v)?;
         }
-        for st in &s.stalls {
-            let meta = self.meta(st.ev.target);
-            let mode = s.targets.get(st.ev.target).map_or("?", |t| t.mode.as_str());
-            let mut v = serde_json::to_value(stall_line(st, &meta, mode))?;
-            merge(
-                &mut v,
-                json!({"index": s.index, "target_index": st.ev.target,
-                "start_ns": st.ev.start_ns, "dur_ns": st.ev.dur_ns}),
-            );
-            self.line(&v)?;
-        }
         for o in &s.observed {
             let mut v = serde_json::to_value(crate::sink::schema::observed_line(s, o))?;
             merge(
@@ -405,14 +394,8 @@ impl Sink for Recorder {
             );
             self.line(&v)?;
         }
-        for o in &s.observed_stalls {
-            let mut v = serde_json::to_value(crate::sink::schema::observed_stall_line(o))?;
-            merge(
-                &mut v,
-                json!({"index": s.index, "start_ns": o.stall.ev.start_ns,
-                "dur_ns": o.stall.ev.dur_ns}),
-            );
-            self.line(&v)?;
+        for st in &s.stalls {
+            self.stall(s, st)?;
         }
         for e in &s.events {
             let meta = self.meta(e.target);
@@ -431,6 +414,26 @@ impl Sink for Recorder {
         tag(&mut v, "summary");
         self.line(&v)?;
         self.out.flush()
+    }
+}
+
+impl Recorder {
+    /// A stall line as `run` prints it, plus exact times and where it goes.
+    fn stall(&mut self, s: &Snapshot, st: &Stall) -> io::Result<()> {
+        let e = &st.ev;
+        let meta = e.who.target().map(|i| self.meta(i));
+        let mode = e
+            .who
+            .target()
+            .map(|i| s.targets.get(i).map_or("?", |t| t.mode.as_str()));
+        let mut v = serde_json::to_value(stall_line(st, meta.as_ref().zip(mode)))?;
+        let at = match e.who.target() {
+            Some(t) => json!({"index": s.index, "target_index": t,
+                "start_ns": e.start_ns, "dur_ns": e.dur()}),
+            None => json!({"index": s.index, "start_ns": e.start_ns, "dur_ns": e.dur()}),
+        };
+        merge(&mut v, at);
+        self.line(&v)
     }
 }
 
@@ -484,11 +487,19 @@ fn yes() -> bool {
     true
 }
 
+/// A stall line: a writer's (`target_index`, `thread`) or an observed
+/// thread's (`pid`, `comm`, `tid`, `thread_comm`).
 #[derive(Deserialize)]
 struct StallIn {
     index: u64,
-    target_index: usize,
-    thread: u32,
+    target_index: Option<usize>,
+    thread: Option<u32>,
+    pid: Option<u32>,
+    #[serde(default)]
+    comm: String,
+    tid: Option<u32>,
+    #[serde(default)]
+    thread_comm: String,
     op: OpKind,
     start_ns: u64,
     dur_ns: u64,
@@ -496,6 +507,35 @@ struct StallIn {
     confidence: Confidence,
     #[serde(default)]
     evidence: Evidence,
+}
+
+impl StallIn {
+    fn into_stall(self) -> Result<Stall, String> {
+        let who = match (self.pid, self.tid, self.target_index, self.thread) {
+            (Some(pid), Some(tid), _, _) => Who::Process {
+                pid,
+                comm: self.comm,
+                tid,
+                thread_comm: self.thread_comm,
+            },
+            (None, _, Some(target), Some(thread)) => Who::Writer { target, thread },
+            _ => return Err("a stall line names neither a target and thread nor a pid and tid".into()),
+        };
+        Ok(Stall {
+            ev: Blocked {
+                who,
+                op: self.op,
+                start_ns: self.start_ns,
+                dur_ns: Some(self.dur_ns),
+                stack: self.evidence.kernel_stack.clone(),
+            },
+            why: Attribution {
+                cause: self.cause,
+                confidence: self.confidence,
+                evidence: self.evidence,
+            },
+        })
+    }
 }
 
 /// An observed process's line: the interval's fields plus where it goes.
@@ -506,22 +546,6 @@ struct ObservedIn {
     interval_s: f64,
     #[serde(flatten)]
     o: crate::model::snapshot::ObservedInterval,
-}
-
-#[derive(Deserialize)]
-struct ObservedStallIn {
-    index: u64,
-    pid: u32,
-    comm: String,
-    tid: u32,
-    thread_comm: String,
-    op: OpKind,
-    start_ns: u64,
-    dur_ns: u64,
-    cause: Cause,
-    confidence: Confidence,
-    #[serde(default)]
-    evidence: Evidence,
 }
 
 #[derive(Deserialize)]
@@ -770,46 +794,10 @@ impl Builder {
                 s.interval_s = o.interval_s;
                 s.observed.push(o.o);
             }
-            "stall" if v.get("pid").is_some() => {
-                let o: ObservedStallIn = serde_json::from_value(v).map_err(bad)?;
-                let stall = crate::model::snapshot::ObservedStall {
-                    pid: o.pid,
-                    comm: o.comm,
-                    thread_comm: o.thread_comm,
-                    stall: Stall {
-                        ev: StallEvent {
-                            target: crate::model::snapshot::OBSERVED,
-                            thread: o.tid,
-                            op: o.op,
-                            start_ns: o.start_ns,
-                            dur_ns: o.dur_ns,
-                        },
-                        why: Attribution {
-                            cause: o.cause,
-                            confidence: o.confidence,
-                            evidence: o.evidence,
-                        },
-                    },
-                };
-                self.at(o.index).observed_stalls.push(stall);
-            }
             "stall" => {
                 let st: StallIn = serde_json::from_value(v).map_err(bad)?;
-                let stall = Stall {
-                    ev: StallEvent {
-                        target: st.target_index,
-                        thread: st.thread,
-                        op: st.op,
-                        start_ns: st.start_ns,
-                        dur_ns: st.dur_ns,
-                    },
-                    why: Attribution {
-                        cause: st.cause,
-                        confidence: st.confidence,
-                        evidence: st.evidence,
-                    },
-                };
-                self.at(st.index).stalls.push(stall);
+                let index = st.index;
+                self.at(index).stalls.push(st.into_stall()?);
             }
             "event" => {
                 let e: EventIn = serde_json::from_value(v).map_err(bad)?;

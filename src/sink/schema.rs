@@ -7,9 +7,10 @@ use crate::model::cause::{Cause, Confidence, Evidence};
 use crate::model::kernel::DevInterval;
 use crate::model::ops::OpKind;
 use crate::model::snapshot::{
-    BdpStats, CauseTotal, LatSummary, ObservedInterval, ObservedStall, ObservedSummary, Snapshot,
-    Stall, Summary, TargetInterval, TargetMeta,
+    cause_totals, BdpStats, CauseTotal, LatSummary, ObservedInterval, ObservedSummary, Snapshot,
+    Summary, TargetInterval, TargetMeta,
 };
+use crate::model::stall::{Stall, Who};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -70,19 +71,45 @@ pub struct SyncLine {
     pub max_ms: f64,
 }
 
+/// A finished stall, ours or an observed process's: the same line with
+/// the thread's identity in between (a writer: `thread` and, after `op`,
+/// `target` and `mode`; an observed thread: `pid`, `comm`, `tid`,
+/// `thread_comm`).
 #[derive(Serialize)]
 pub struct StallLine<'a> {
     #[serde(rename = "type")]
     pub ty: &'static str,
     pub t_s: f64,
     pub duration_ms: f64,
-    pub thread: u32,
+    #[serde(flatten)]
+    pub who: WhoLine<'a>,
     pub op: OpKind,
-    pub target: &'a str,
-    pub mode: &'static str,
+    #[serde(flatten)]
+    pub place: Option<PlaceLine<'a>>,
     pub cause: Cause,
     pub confidence: Confidence,
     pub evidence: &'a Evidence,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum WhoLine<'a> {
+    Writer {
+        thread: u32,
+    },
+    Process {
+        pid: u32,
+        comm: &'a str,
+        tid: u32,
+        thread_comm: &'a str,
+    },
+}
+
+/// Where a writer's stall happened.
+#[derive(Serialize)]
+pub struct PlaceLine<'a> {
+    pub target: &'a str,
+    pub mode: &'static str,
 }
 
 #[derive(Serialize)]
@@ -123,41 +150,6 @@ pub fn observed_line<'a>(s: &Snapshot, o: &'a ObservedInterval) -> ObservedLine<
             )
         }),
         system: system_line(s.kernel.as_ref()),
-    }
-}
-
-/// A stall of an observed process's thread: the stall line's fields, with
-/// the process and thread instead of a target.
-#[derive(Serialize)]
-pub struct ObservedStallLine<'a> {
-    #[serde(rename = "type")]
-    pub ty: &'static str,
-    pub t_s: f64,
-    pub duration_ms: f64,
-    pub pid: u32,
-    pub comm: &'a str,
-    pub tid: u32,
-    pub thread_comm: &'a str,
-    pub op: OpKind,
-    pub cause: Cause,
-    pub confidence: Confidence,
-    pub evidence: &'a Evidence,
-}
-
-pub fn observed_stall_line(o: &ObservedStall) -> ObservedStallLine<'_> {
-    let st = &o.stall;
-    ObservedStallLine {
-        ty: "stall",
-        t_s: round(st.ev.start_ns as f64 / 1e9, 3),
-        duration_ms: round(st.ev.dur_ns as f64 / 1e6, 3),
-        pid: o.pid,
-        comm: &o.comm,
-        tid: st.ev.thread,
-        thread_comm: &o.thread_comm,
-        op: st.ev.op,
-        cause: st.why.cause,
-        confidence: st.why.confidence,
-        evidence: &st.why.evidence,
     }
 }
 
@@ -266,16 +258,33 @@ pub fn interval_line<'a>(
     }
 }
 
-pub fn stall_line<'a>(st: &'a Stall, meta: &'a TargetMeta, mode: &'static str) -> StallLine<'a> {
+/// The line of a finished stall; `place` is a writer's target and mode.
+pub fn stall_line<'a>(st: &'a Stall, place: Option<(&'a TargetMeta, &'static str)>) -> StallLine<'a> {
     let e = &st.ev;
+    let who = match &e.who {
+        Who::Writer { thread, .. } => WhoLine::Writer { thread: *thread },
+        Who::Process {
+            pid,
+            comm,
+            tid,
+            thread_comm,
+        } => WhoLine::Process {
+            pid: *pid,
+            comm,
+            tid: *tid,
+            thread_comm,
+        },
+    };
     StallLine {
         ty: "stall",
         t_s: round(e.start_ns as f64 / 1e9, 3),
-        duration_ms: round(e.dur_ns as f64 / 1e6, 3),
-        thread: e.thread,
+        duration_ms: round(e.dur() as f64 / 1e6, 3),
+        who,
         op: e.op,
-        target: &meta.path,
-        mode,
+        place: place.map(|(meta, mode)| PlaceLine {
+            target: &meta.path,
+            mode,
+        }),
         cause: st.why.cause,
         confidence: st.why.confidence,
         evidence: &st.why.evidence,
@@ -316,17 +325,6 @@ pub fn summary_line<'a>(s: &'a Summary, meta: &'a [TargetMeta]) -> SummaryLine<'
     }
 }
 
-/// Stall count and time by cause.
-pub fn cause_totals<'a>(stalls: impl Iterator<Item = &'a Stall>) -> BTreeMap<Cause, CauseTotal> {
-    let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
-    for s in stalls {
-        let e = m.entry(s.why.cause).or_default();
-        e.count += 1;
-        e.ms += s.ev.dur_ns as f64 / 1e6;
-    }
-    m
-}
-
 fn rounded(mut m: BTreeMap<Cause, CauseTotal>) -> BTreeMap<Cause, CauseTotal> {
     for v in m.values_mut() {
         v.ms = round(v.ms, 3);
@@ -337,7 +335,7 @@ fn rounded(mut m: BTreeMap<Cause, CauseTotal>) -> BTreeMap<Cause, CauseTotal> {
 /// The cause with the most stall time among one target's stalls.
 pub fn top_interval_cause(stalls: &[Stall], target: usize) -> Option<Cause> {
     crate::model::snapshot::top_cause(&cause_totals(
-        stalls.iter().filter(|s| s.ev.target == target),
+        stalls.iter().filter(|s| s.ev.who.target() == Some(target)),
     ))
 }
 

@@ -16,7 +16,9 @@
 use crate::base::clock::Clock;
 use crate::base::error::UsageError;
 use crate::model::cause::stack_cause;
-use crate::model::observed::{ObsStall, ObsTick, ProcTick, Watched};
+use crate::model::observed::{ObsTick, ProcTick, Watched};
+use crate::model::ops::OpKind;
+use crate::model::stall::{Blocked, Who};
 use crate::model::ops::Msg;
 use crossbeam::channel::Sender;
 use std::collections::{BTreeMap, HashMap};
@@ -141,9 +143,28 @@ fn list_pids(proc_root: &Path) -> Vec<u32> {
 #[derive(Clone, Debug)]
 struct Run {
     pid: u32,
+    /// The process's and the thread's names.
+    proc_comm: String,
     comm: String,
     start_ns: u64,
     stack: Option<String>,
+}
+
+impl Run {
+    fn blocked(self, tid: u32, dur_ns: Option<u64>) -> Blocked {
+        Blocked {
+            who: Who::Process {
+                pid: self.pid,
+                comm: self.proc_comm,
+                tid,
+                thread_comm: self.comm,
+            },
+            op: OpKind::Blocked,
+            start_ns: self.start_ns,
+            dur_ns,
+            stack: self.stack,
+        }
+    }
 }
 
 /// Turns samples of thread states into stalls (pure).
@@ -163,11 +184,13 @@ impl DRuns {
 
     /// One sample of one process: its threads and whether each is in D.
     /// Returns the runs of that process that ended (long enough to count).
-    pub fn update(&mut self, pid: u32, t_ns: u64, tasks: &[(u32, &str, bool)]) -> Vec<ObsStall> {
+    pub fn update(&mut self, p: &Watched, t_ns: u64, tasks: &[(u32, &str, bool)]) -> Vec<Blocked> {
+        let pid = p.pid;
         for &(tid, comm, in_d) in tasks {
             if in_d {
                 self.open.entry(tid).or_insert_with(|| Run {
                     pid,
+                    proc_comm: p.comm.clone(),
                     comm: comm.to_string(),
                     start_ns: t_ns,
                     stack: None,
@@ -184,7 +207,7 @@ impl DRuns {
     }
 
     /// Every run of `pid` ends (the process exited) or all runs (at stop).
-    pub fn close_all(&mut self, pid: Option<u32>, t_ns: u64) -> Vec<ObsStall> {
+    pub fn close_all(&mut self, pid: Option<u32>, t_ns: u64) -> Vec<Blocked> {
         let tids: Vec<u32> = self
             .open
             .iter()
@@ -194,7 +217,7 @@ impl DRuns {
         self.close(&tids, t_ns)
     }
 
-    fn close(&mut self, tids: &[u32], t_ns: u64) -> Vec<ObsStall> {
+    fn close(&mut self, tids: &[u32], t_ns: u64) -> Vec<Blocked> {
         let mut out = Vec::new();
         for tid in tids {
             let Some(r) = self.open.remove(tid) else {
@@ -202,37 +225,22 @@ impl DRuns {
             };
             let dur_ns = t_ns.saturating_sub(r.start_ns);
             if dur_ns >= self.threshold_ns {
-                out.push(ObsStall {
-                    pid: r.pid,
-                    tid: *tid,
-                    thread_comm: r.comm,
-                    start_ns: r.start_ns,
-                    dur_ns,
-                    stack: r.stack,
-                });
+                out.push(r.blocked(*tid, Some(dur_ns)));
             }
         }
         out.sort_by_key(|s| s.start_ns);
         out
     }
 
-    /// Open runs at least as long as the threshold at `t_ns`, as stalls
-    /// whose `dur_ns` is the time so far.
-    pub fn ongoing(&self, t_ns: u64) -> Vec<ObsStall> {
-        let mut v: Vec<ObsStall> = self
+    /// Open runs at least as long as the threshold at `t_ns` (`dur_ns` None).
+    pub fn ongoing(&self, t_ns: u64) -> Vec<Blocked> {
+        let mut v: Vec<Blocked> = self
             .open
             .iter()
             .filter(|(_, r)| t_ns.saturating_sub(r.start_ns) >= self.threshold_ns)
-            .map(|(tid, r)| ObsStall {
-                pid: r.pid,
-                tid: *tid,
-                thread_comm: r.comm.clone(),
-                start_ns: r.start_ns,
-                dur_ns: t_ns - r.start_ns,
-                stack: r.stack.clone(),
-            })
+            .map(|(tid, r)| r.clone().blocked(*tid, None))
             .collect();
-        v.sort_by_key(|s| (s.start_ns, s.tid));
+        v.sort_by_key(|s| (s.start_ns, s.who.thread()));
         v
     }
 
@@ -344,6 +352,96 @@ fn read_tasks(task_dir: &Path) -> std::io::Result<Vec<TaskStat>> {
     Ok(out)
 }
 
+/// The observer's state between samples; `sample_once` is one pass over
+/// every watched process, apart from the loop that paces it.
+struct Sampler {
+    proc_root: PathBuf,
+    watched: Vec<Watched>,
+    runs: DRuns,
+    prev: BTreeMap<u32, Prev>,
+    last_tids: Vec<(u32, u32)>,
+    first: bool,
+}
+
+impl Sampler {
+    fn new(watched: &[Watched], threshold: Duration) -> Sampler {
+        Sampler {
+            proc_root: PathBuf::from("/proc"),
+            watched: watched.to_vec(),
+            runs: DRuns::new(threshold),
+            prev: BTreeMap::new(),
+            last_tids: Vec::new(),
+            first: true,
+        }
+    }
+
+    /// One sample of every process still alive, at `t_ns`.
+    fn sample_once(&mut self, t_ns: u64) -> ObsTick {
+        let mut tick = ObsTick {
+            t_ns,
+            ..ObsTick::default()
+        };
+        let mut tids = Vec::new();
+        for p in self.watched.clone() {
+            let dir = self.proc_root.join(p.pid.to_string());
+            match read_tasks(&dir.join("task")) {
+                // A zombie (exited, not yet reaped by its parent) is gone too.
+                Ok(tasks) if tasks.iter().any(|t| !matches!(t.state, 'Z' | 'X')) => {
+                    self.sample_process(&p, &dir, &tasks, &mut tick);
+                    tids.extend(tasks.iter().map(|t| (t.tid, p.pid)));
+                }
+                _ => {
+                    self.watched.retain(|w| w.pid != p.pid);
+                    tick.exited.push(p.pid);
+                    tick.stalls.extend(self.runs.close_all(Some(p.pid), t_ns));
+                }
+            }
+        }
+        if tids != self.last_tids {
+            tick.tids = Some(tids.clone());
+            self.last_tids = tids;
+        }
+        tick.ongoing = self.runs.ongoing(t_ns);
+        self.first = false;
+        tick
+    }
+
+    /// One process's threads: D-state runs, their stacks, faults, write_bytes.
+    fn sample_process(&mut self, p: &Watched, dir: &Path, tasks: &[TaskStat], tick: &mut ObsTick) {
+        let states: Vec<(u32, &str, bool)> = tasks
+            .iter()
+            .map(|t| (t.tid, t.comm.as_str(), t.state == 'D'))
+            .collect();
+        tick.stalls
+            .extend(self.runs.update(p, tick.t_ns, &states));
+        for t in tasks.iter().filter(|t| t.state == 'D') {
+            if self.runs.wants_stack(t.tid) {
+                let base = format!("{}/task/{}", dir.display(), t.tid);
+                if let Some(s) = crate::source::watchdog::task_stack(&base) {
+                    self.runs.set_stack(t.tid, s);
+                }
+            }
+        }
+        let wb = std::fs::read_to_string(dir.join("io"))
+            .ok()
+            .and_then(|s| parse_write_bytes(&s));
+        let prev = self.prev.entry(p.pid).or_default();
+        tick.procs
+            .push(proc_tick(p.pid, tasks, wb, prev, self.first));
+    }
+
+    /// At stop: runs still open end at the last sample (not at a new time
+    /// past the run's end, which would open an interval of its own).
+    fn finish(&mut self, last_t: u64) -> ObsTick {
+        ObsTick {
+            t_ns: last_t,
+            stalls: self.runs.close_all(None, last_t),
+            ..ObsTick::default()
+        }
+    }
+}
+
+/// Samples every `every` until stopped or the receiver is gone.
 fn sample_loop(
     watched: &[Watched],
     every: Duration,
@@ -352,71 +450,16 @@ fn sample_loop(
     tx: &Sender<Msg>,
     stop: &AtomicBool,
 ) {
-    let proc_root = PathBuf::from("/proc");
-    let mut runs = DRuns::new(threshold);
-    let mut prev: BTreeMap<u32, Prev> = BTreeMap::new();
-    let mut alive: Vec<u32> = watched.iter().map(|w| w.pid).collect();
-    let mut last_tids: Vec<(u32, u32)> = Vec::new();
-    let mut first = true;
+    let mut sampler = Sampler::new(watched, threshold);
     let mut next = clock.now_ns();
     let mut last_t = next;
     loop {
         if stop.load(Ordering::Relaxed) {
-            // Runs still open end at the last sample (not at a new time past
-            // the run's end, which would open an interval of its own).
-            let tick = ObsTick {
-                t_ns: last_t,
-                stalls: runs.close_all(None, last_t),
-                ..ObsTick::default()
-            };
-            let _ = tx.send(Msg::Observe(Box::new(tick)));
+            let _ = tx.send(Msg::Observe(Box::new(sampler.finish(last_t))));
             return;
         }
-        let t_ns = clock.now_ns();
-        last_t = t_ns;
-        let mut tick = ObsTick {
-            t_ns,
-            ..ObsTick::default()
-        };
-        let mut tids = Vec::new();
-        for pid in alive.clone() {
-            let dir = proc_root.join(pid.to_string());
-            let tasks = match read_tasks(&dir.join("task")) {
-                // A zombie (exited, not yet reaped by its parent) is gone too.
-                Ok(t) if t.iter().any(|t| !matches!(t.state, 'Z' | 'X')) => t,
-                _ => {
-                    alive.retain(|&p| p != pid);
-                    tick.exited.push(pid);
-                    tick.stalls.extend(runs.close_all(Some(pid), t_ns));
-                    continue;
-                }
-            };
-            let states: Vec<(u32, &str, bool)> = tasks
-                .iter()
-                .map(|t| (t.tid, t.comm.as_str(), t.state == 'D'))
-                .collect();
-            tick.stalls.extend(runs.update(pid, t_ns, &states));
-            for t in tasks.iter().filter(|t| t.state == 'D') {
-                if runs.wants_stack(t.tid) {
-                    let base = format!("{}/task/{}", dir.display(), t.tid);
-                    if let Some(s) = crate::source::watchdog::task_stack(&base) {
-                        runs.set_stack(t.tid, s);
-                    }
-                }
-            }
-            let wb = std::fs::read_to_string(dir.join("io"))
-                .ok()
-                .and_then(|s| parse_write_bytes(&s));
-            let p = prev.entry(pid).or_default();
-            tick.procs.push(proc_tick(pid, &tasks, wb, p, first));
-            tids.extend(tasks.iter().map(|t| (t.tid, pid)));
-        }
-        if tids != last_tids {
-            tick.tids = Some(tids.clone());
-            last_tids = tids;
-        }
-        tick.ongoing = runs.ongoing(t_ns);
-        first = false;
+        last_t = clock.now_ns();
+        let tick = sampler.sample_once(last_t);
         if tx.send(Msg::Observe(Box::new(tick))).is_err() {
             return;
         }

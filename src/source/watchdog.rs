@@ -4,6 +4,7 @@
 
 use crate::base::clock::Clock;
 use crate::model::ops::Msg;
+use crate::model::stall::{Blocked, Who};
 use crate::source::writer::WatchSlot;
 use crossbeam::channel::Sender;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,13 +57,16 @@ impl Watchdog {
                             continue;
                         }
                         reported.push((s.target, s.thread, start));
-                        let _ = tx.send(Msg::StallInProgress {
-                            target: s.target,
-                            thread: s.thread,
+                        let _ = tx.send(Msg::Blocked(Blocked {
+                            who: Who::Writer {
+                                target: s.target,
+                                thread: s.thread,
+                            },
                             op,
                             start_ns: start,
+                            dur_ns: None,
                             stack: kernel_stack(s.inflight.tid()),
-                        });
+                        }));
                     }
                 }
             })

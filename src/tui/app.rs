@@ -2,14 +2,15 @@
 //! notices from the runner and key actions. No terminal here, so replay and
 //! tests drive it exactly as the live loop does.
 
+use crate::base::units::kib_to_mib;
 use super::keys::Action;
 use crate::config::{Mode, SyncPolicy};
 use crate::model::control::{Control, Notice};
 use crate::model::observed::Watched;
 use crate::model::ops::EventKind;
-use crate::model::snapshot::{
-    LatSummary, LiveStall, ObservedInterval, Snapshot, Stall, TargetInterval, TargetMeta,
-};
+use crate::model::snapshot::{LatSummary, ObservedInterval, Snapshot, TargetInterval, TargetMeta};
+use crate::model::stall::{Live, Who};
+use crate::model::stall::Stall;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
@@ -95,7 +96,7 @@ impl Point {
         let r = ti.rates(s.interval_s);
         let lat = (!ti.hist.is_empty()).then(|| LatSummary::of(&ti.hist));
         let k = s.kernel.as_ref();
-        let mib = |kib: Option<u64>| kib.map(|v| v as f64 / 1024.0);
+        let mib = |kib: Option<u64>| kib.map(kib_to_mib);
         let dev = k
             .and_then(|k| k.devs.get(ti.target))
             .and_then(Option::as_ref);
@@ -124,7 +125,7 @@ impl Point {
     /// that ended in the interval.
     pub fn of_observed(s: &Snapshot, o: &ObservedInterval, longest_ms: Option<f64>) -> Point {
         let k = s.kernel.as_ref();
-        let mib = |kib: Option<u64>| kib.map(|v| v as f64 / 1024.0);
+        let mib = |kib: Option<u64>| kib.map(kib_to_mib);
         let per_s = |v: u64| (s.interval_s > 0.0).then(|| v as f64 / s.interval_s);
         Point {
             t_s: s.t_s,
@@ -240,7 +241,7 @@ pub struct App {
     prompt: Option<String>,
     /// Newest first.
     stalls: VecDeque<Stall>,
-    live: Vec<LiveStall>,
+    live: Live,
     switches: VecDeque<Switch>,
     /// Newest last.
     messages: VecDeque<Message>,
@@ -271,7 +272,7 @@ impl App {
             compare: false,
             prompt: None,
             stalls: VecDeque::new(),
-            live: Vec::new(),
+            live: Live::default(),
             switches: VecDeque::new(),
             messages: VecDeque::new(),
             seen: None,
@@ -333,10 +334,10 @@ impl App {
                 continue;
             };
             let longest = s
-                .observed_stalls
+                .stalls
                 .iter()
-                .filter(|x| x.pid == o.pid)
-                .map(|x| x.stall.ev.dur_ns as f64 / 1e6)
+                .filter(|x| x.ev.who.pid() == Some(o.pid))
+                .map(|x| x.ev.dur() as f64 / 1e6)
                 .reduce(f64::max);
             push_bounded(
                 &mut self.targets[i].points,
@@ -350,13 +351,6 @@ impl App {
                 );
             }
         }
-        for o in &s.observed_stalls {
-            if let Some(i) = self.observed_view(o.pid) {
-                let mut st = o.stall.clone();
-                st.ev.target = i;
-                self.add_stall(&st);
-            }
-        }
         for e in &s.events {
             self.message(e.message.clone(), e.kind == EventKind::WriterError);
         }
@@ -365,14 +359,17 @@ impl App {
     }
 
     /// The stalls in progress right now (replaces the previous set).
-    /// An observed thread's stall is shown on its process's view.
-    pub fn on_live(&mut self, mut live: Vec<LiveStall>) {
-        for l in &mut live {
-            if let Some(i) = l.pid.and_then(|p| self.observed_view(p)) {
-                l.target = i;
-            }
-        }
+    pub fn on_live(&mut self, live: Live) {
         self.live = live;
+    }
+
+    /// The view a stall belongs to: a writer's target, or an observed
+    /// thread's process.
+    pub fn view_of(&self, who: &Who) -> Option<usize> {
+        match who {
+            Who::Writer { target, .. } => Some(*target),
+            Who::Process { pid, .. } => self.observed_view(*pid),
+        }
     }
 
     pub fn on_notice(&mut self, n: Notice) {
@@ -457,11 +454,15 @@ impl App {
     pub fn should_quit(&self) -> bool {
         self.quit
     }
-    pub fn live(&self) -> &[LiveStall] {
-        &self.live
+    pub fn live(&self) -> &[Stall] {
+        &self.live.stalls
+    }
+    /// How long a live stall has lasted so far, ms.
+    pub fn live_age_ms(&self, s: &Stall) -> f64 {
+        self.live.age_ms(s)
     }
     pub fn live_is_empty(&self) -> bool {
-        self.live.is_empty()
+        self.live.stalls.is_empty()
     }
     pub fn switches(&self) -> &VecDeque<Switch> {
         &self.switches
@@ -671,8 +672,11 @@ impl App {
     }
 
     fn add_stall(&mut self, st: &Stall) {
-        self.ensure_target(st.ev.target);
-        let tv = &mut self.targets[st.ev.target];
+        let Some(view) = self.view_of(&st.ev.who) else {
+            return;
+        };
+        self.ensure_target(view);
+        let tv = &mut self.targets[view];
         tv.stalls += 1;
         let t = st.ev.start_ns as f64 / 1e9;
         let at = tv.stall_marks.partition_point(|&m| m <= t);

@@ -10,7 +10,8 @@ use crate::config::Config;
 use crate::model::control::{Control, Notice};
 use crate::model::marker::{Marker, MarkerKind};
 use crate::model::ops::EventKind;
-use crate::model::snapshot::{LiveStall, Snapshot, Summary, TargetMeta};
+use crate::model::snapshot::{Snapshot, Summary, TargetMeta};
+use crate::model::stall::Live;
 use crate::session::{prepare, Placement, Session};
 use crate::sink::recording::Recorder;
 use crate::sink::{Sink, Tee};
@@ -39,7 +40,7 @@ pub enum UiEvent {
     Key(event::KeyEvent),
     Resize,
     Snapshot(Box<Snapshot>),
-    Live(Vec<LiveStall>),
+    Live(Live),
     Notice(Notice),
     /// The session thread ended (None: normally; Some: why it failed).
     SessionEnded(Option<String>),
@@ -231,7 +232,7 @@ fn handle(app: &mut App, ev: UiEvent, ctl: &Sender<Control>) -> bool {
             true
         }
         UiEvent::Live(l) => {
-            let changed = !(l.is_empty() && app.live_is_empty());
+            let changed = !(l.stalls.is_empty() && app.live_is_empty());
             app.on_live(l);
             changed
         }

@@ -5,8 +5,8 @@
 use super::app::{App, Point, TargetView};
 use super::keys::{KeyDef, KEYS, PROMPT_KEYS};
 use crate::base::units::ByteSize;
-use crate::model::cause::{Cause, Confidence};
-use crate::model::snapshot::Stall;
+use crate::model::cause::Cause;
+use crate::model::stall::Stall;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::style::{Color, Modifier, Style as RStyle};
@@ -563,19 +563,19 @@ fn draw_banner(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
     let Some(s) = app
         .live()
         .iter()
-        .max_by(|a, b| a.elapsed_ms.total_cmp(&b.elapsed_ms))
+        .max_by(|a, b| app.live_age_ms(a).total_cmp(&app.live_age_ms(b)))
     else {
         return;
     };
     let mut text = format!(
         " STALL {:.1} s {} thread {}, {}",
-        s.elapsed_ms / 1e3,
+        app.live_age_ms(s) / 1e3,
         th.g.dash,
-        s.thread,
-        s.cause.as_str()
+        s.ev.who.thread(),
+        s.why.cause.as_str()
     );
-    if let Some(t) = app.targets().get(s.target) {
-        text.push_str(&format!("  ({}, {})", s.op.as_str(), t.meta.path));
+    if let Some(t) = app.view_of(&s.ev.who).and_then(|i| app.targets().get(i)) {
+        text.push_str(&format!("  ({}, {})", s.ev.op.as_str(), t.meta.path));
     }
     if app.live().len() > 1 {
         text.push_str(&format!("  +{} more", app.live().len() - 1));
@@ -889,18 +889,15 @@ fn draw_stalls(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
 
 fn stall_row<'a>(s: &Stall, app: &App, th: &Theme) -> Line<'a> {
     let target = app
-        .targets()
-        .get(s.ev.target)
+        .view_of(&s.ev.who)
+        .and_then(|i| app.targets().get(i))
         .map_or("?", |t| t.meta.path.as_str());
-    let conf = match s.why.confidence {
-        Confidence::High => "high",
-        Confidence::Low => "low",
-    };
+    let conf = s.why.confidence.as_str();
     Line::from(vec![
         Span::raw(format!(
             "{:>9} {:>9}  ",
             fmt_t(s.ev.start_ns as f64 / 1e9),
-            fmt_dur(s.ev.dur_ns as f64 / 1e6)
+            fmt_dur(s.ev.dur() as f64 / 1e6)
         )),
         Span::styled(
             format!("{:<15}", s.why.cause.as_str()),
@@ -908,7 +905,7 @@ fn stall_row<'a>(s: &Stall, app: &App, th: &Theme) -> Line<'a> {
         ),
         Span::raw(format!(
             " {conf:<4} {:>6}  {:<12}  {target}",
-            s.ev.thread,
+            s.ev.who.thread(),
             s.ev.op.as_str()
         )),
     ])

@@ -10,9 +10,10 @@
 
 use crate::base::clock::Clock;
 use crate::model::ops::{
-    new_histogram, Batch, EventKind, Handover, InFlight, Msg, OpKind, StallEvent, Timing,
+    new_histogram, Batch, EventKind, Handover, InFlight, Msg, OpKind, Timing,
     FLUSH_EVERY, HIST_MAX_US,
 };
+use crate::model::stall::Blocked;
 use crossbeam::channel::{Receiver, Sender};
 use hdrhistogram::Histogram;
 use std::sync::Arc;
@@ -103,13 +104,13 @@ impl Recorder {
             }
         }
         if dur >= self.threshold_ns {
-            self.cur.stalls.push(StallEvent {
-                target: self.target,
-                thread: self.thread,
-                op: kind,
+            self.cur.stalls.push(Blocked::writer(
+                self.target,
+                self.thread,
+                kind,
                 start_ns,
-                dur_ns: dur,
-            });
+                dur,
+            ));
             if self.cur.stalls.len() == self.cur.stalls.capacity() {
                 self.flush(now);
             }

@@ -1,0 +1,118 @@
+//! The one concept of a stall: a watched thread was blocked. Sources report
+//! a `Blocked` (our writer's op past the threshold, or an observed thread's
+//! D-state run), unfinished while it lasts; the fold explains it into a
+//! `Stall`. Writers' and observed processes' stalls travel, fold, print,
+//! record and draw as the same type.
+
+use crate::model::cause::Attribution;
+use crate::model::ops::OpKind;
+use serde::{Deserialize, Serialize};
+
+/// Whose thread was blocked.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Who {
+    /// One of our writer threads: target index and thread number (a
+    /// thread number equal to the target's thread count is its sync or
+    /// commit thread).
+    Writer { target: usize, thread: u32 },
+    /// A thread of an observed process.
+    Process {
+        pid: u32,
+        /// The process's name.
+        comm: String,
+        tid: u32,
+        /// The thread's name (Java names its threads: "MutationStage-1").
+        thread_comm: String,
+    },
+}
+
+impl Who {
+    /// The target of a writer's stall.
+    pub fn target(&self) -> Option<usize> {
+        match self {
+            Who::Writer { target, .. } => Some(*target),
+            Who::Process { .. } => None,
+        }
+    }
+    /// The observed process of a process's stall.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Who::Process { pid, .. } => Some(*pid),
+            Who::Writer { .. } => None,
+        }
+    }
+    /// The thread as the tables show it: a writer's number, an observed
+    /// thread's tid.
+    pub fn thread(&self) -> u32 {
+        match self {
+            Who::Writer { thread, .. } => *thread,
+            Who::Process { tid, .. } => *tid,
+        }
+    }
+}
+
+/// A watched thread blocked for at least the stall threshold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Blocked {
+    pub who: Who,
+    /// What it was doing: a writer's op, or `Blocked` for an observed
+    /// thread (which call it made is not known).
+    pub op: OpKind,
+    /// On the run's clock, ns.
+    pub start_ns: u64,
+    /// None while it lasts.
+    pub dur_ns: Option<u64>,
+    /// Where the thread sat in the kernel while blocked (root: its kernel
+    /// stack, else wchan), innermost first; the most telling one seen.
+    pub stack: Option<String>,
+}
+
+impl Blocked {
+    /// A finished block of one of our writers (its stack comes from the
+    /// watchdog's sighting of the same op, joined in the fold).
+    pub fn writer(target: usize, thread: u32, op: OpKind, start_ns: u64, dur_ns: u64) -> Blocked {
+        Blocked {
+            who: Who::Writer { target, thread },
+            op,
+            start_ns,
+            dur_ns: Some(dur_ns),
+            stack: None,
+        }
+    }
+    /// Its duration, or for one still going its age at `now_ns`.
+    pub fn dur_at(&self, now_ns: u64) -> u64 {
+        self.dur_ns
+            .unwrap_or_else(|| now_ns.saturating_sub(self.start_ns))
+    }
+    /// The duration of a finished block (0 while it lasts).
+    pub fn dur(&self) -> u64 {
+        self.dur_ns.unwrap_or(0)
+    }
+    /// The same block: same thread, same start.
+    pub fn same(&self, o: &Blocked) -> bool {
+        self.start_ns == o.start_ns && self.who == o.who
+    }
+}
+
+/// A block and why it happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    pub ev: Blocked,
+    pub why: Attribution,
+}
+
+/// The stalls going on at one moment (the dashboard's banner).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Live {
+    /// When they were seen, on the run's clock.
+    pub now_ns: u64,
+    /// Each with `dur_ns` None and the cause as far as it is known yet.
+    pub stalls: Vec<Stall>,
+}
+
+impl Live {
+    /// How long a live stall has lasted so far, ms.
+    pub fn age_ms(&self, s: &Stall) -> f64 {
+        s.ev.dur_at(self.now_ns) as f64 / 1e6
+    }
+}
