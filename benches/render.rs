@@ -12,9 +12,9 @@ use ratatui::Terminal;
 use stallscope::config::{Mode, SyncPolicy};
 use stallscope::model::cause::{Attribution, Cause, Confidence, Evidence};
 use stallscope::model::kernel::{DevInterval, KernelInterval};
-use stallscope::model::ops::{new_histogram, OpKind, StallEvent};
-use stallscope::model::snapshot::{BdpStats, LiveStall, Snapshot, TargetInterval, TargetMeta};
-use stallscope::model::stall::Stall;
+use stallscope::model::ops::{new_histogram, OpKind};
+use stallscope::model::snapshot::{BdpStats, Snapshot, TargetInterval, TargetMeta};
+use stallscope::model::stall::{Blocked, Live, Stall};
 use stallscope::tui::app::{App, Header, Style};
 use stallscope::tui::keys::Action;
 use stallscope::tui::ui::draw;
@@ -96,13 +96,13 @@ fn kernel(t: u64) -> KernelInterval {
 
 fn stall(target: usize, t: u64) -> Stall {
     Stall {
-        ev: StallEvent {
+        ev: Blocked::writer(
             target,
-            thread: (t % 4) as u32,
-            op: OpKind::Write,
-            start_ns: t * 1_000_000_000 - 600_000_000,
-            dur_ns: 450_000_000,
-        },
+            (t % 4) as u32,
+            OpKind::Write,
+            t * 1_000_000_000 - 600_000_000,
+            450_000_000,
+        ),
         why: Attribution {
             cause: Cause::DirtyThrottle,
             confidence: Confidence::High,
@@ -151,14 +151,18 @@ fn filled() -> App {
             ..Snapshot::default()
         });
     }
-    app.on_live(vec![LiveStall {
-        pid: None,
+    let now_ns = SECS * 1_000_000_000;
+    let mut st = stall(1, SECS);
+    st.ev.who = stallscope::model::stall::Who::Writer {
         target: 1,
         thread: 2,
-        op: OpKind::Write,
-        elapsed_ms: 1800.0,
-        cause: Cause::DirtyThrottle,
-    }]);
+    };
+    st.ev.start_ns = now_ns - 1_800_000_000;
+    st.ev.dur_ns = None;
+    app.on_live(Live {
+        now_ns,
+        stalls: vec![st],
+    });
     app
 }
 

@@ -89,7 +89,10 @@ fn violations(src: &Path) -> Vec<String> {
             continue;
         }
         let Some(lf) = layer_of(&from) else {
-            bad.push(format!("{}: `{from}` is in no layer of ARCHITECTURE.md", rel.display()));
+            bad.push(format!(
+                "{}: `{from}` is in no layer of ARCHITECTURE.md",
+                rel.display()
+            ));
             continue;
         };
         let text = std::fs::read_to_string(&f).unwrap();
@@ -98,7 +101,11 @@ fn violations(src: &Path) -> Vec<String> {
                 let Some(lt) = layer_of(&to) else { continue };
                 let apart = APART.contains(&(from.as_str(), to.as_str()));
                 if lt > lf || apart {
-                    bad.push(format!("{}:{n}: {from} -> {to}: {}", rel.display(), line.trim()));
+                    bad.push(format!(
+                        "{}:{n}: {from} -> {to}: {}",
+                        rel.display(),
+                        line.trim()
+                    ));
                 }
             }
         }
@@ -133,5 +140,8 @@ fn the_checker_catches_an_upward_import() {
     let bad = violations(dir.path());
     assert_eq!(bad.len(), 2, "{bad:?}");
     assert!(bad[0].starts_with("fold/a.rs:2: fold -> source"), "{bad:?}");
-    assert!(bad[1].starts_with("model/ops.rs:1: model -> session"), "{bad:?}");
+    assert!(
+        bad[1].starts_with("model/ops.rs:1: model -> session"),
+        "{bad:?}"
+    );
 }

@@ -8,7 +8,6 @@
 //! the run's intervals (`report::totals`), percentiles from the run's merged
 //! histogram (`Summary`).
 
-use crate::model::stall::Who;
 use crate::base::error::UsageError;
 use crate::base::units::{ByteSize, Dur};
 use crate::cmd::report::{render_svg, summarize, totals, ReportInput};
@@ -17,6 +16,7 @@ use crate::model::cause::Cause;
 use crate::model::snapshot::{
     CauseTotal, LatSummary, Snapshot, Summary, TargetInterval, TargetMeta, TargetSummary,
 };
+use crate::model::stall::Who;
 use crate::session as run;
 use crate::session::{prepare, Placement, Session};
 use crate::sink::recording::Recorder;
@@ -849,8 +849,8 @@ fn on_target(who: Who, i: usize) -> Who {
 mod tests {
     use super::*;
     use crate::model::cause::{Attribution, Confidence, Evidence};
-    use crate::model::ops::{new_histogram, OpKind, StallEvent};
-    use crate::model::stall::Stall;
+    use crate::model::ops::{new_histogram, OpKind};
+    use crate::model::stall::{Blocked, Stall};
 
     fn meta(fs: &str) -> TargetMeta {
         TargetMeta {
@@ -1096,13 +1096,7 @@ mod tests {
 
     fn snapshot(index: u64, ops: u64, stall: bool) -> Snapshot {
         let stalls = stall.then(|| Stall {
-            ev: StallEvent {
-                target: 0,
-                thread: 1,
-                op: OpKind::Write,
-                start_ns: index * 1_000_000_000 + 10,
-                dur_ns: 200_000_000,
-            },
+            ev: Blocked::writer(0, 1, OpKind::Write, index * 1_000_000_000 + 10, 200_000_000),
             why: Attribution {
                 cause: Cause::DirtyThrottle,
                 confidence: Confidence::High,
@@ -1124,7 +1118,6 @@ mod tests {
                 in_progress: vec![],
                 events: vec![],
                 observed: Vec::new(),
-                observed_stalls: Vec::new(),
             })
         }
     }
@@ -1144,7 +1137,11 @@ mod tests {
         assert_eq!(m[0].t_s, 1.0);
         let ops: Vec<(usize, u64)> = m[1].targets.iter().map(|t| (t.target, t.ops)).collect();
         assert_eq!(ops, [(0, 11), (1, 0)]);
-        assert_eq!(m[1].stalls[0].ev.target, 1, "the stall follows its run");
+        assert_eq!(
+            m[1].stalls[0].ev.who.target(),
+            Some(1),
+            "the stall follows its run"
+        );
         assert_eq!(m[2].targets.len(), 1, "a longer run goes on alone");
         assert!(m.iter().all(|s| s.kernel.is_none()));
     }

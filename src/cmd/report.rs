@@ -62,7 +62,9 @@ impl ReportInput<'_> {
         self.snapshots
             .iter()
             .flat_map(|s| &s.stalls)
-            .filter(|st| st.ev.who.target() == Some(target) && (from_s..to_s).contains(&start_s(st)))
+            .filter(|st| {
+                st.ev.who.target() == Some(target) && (from_s..to_s).contains(&start_s(st))
+            })
             .collect()
     }
 
@@ -199,7 +201,6 @@ fn segment(
         by_cause: cause_totals(stalls.iter().copied()),
     }
 }
-
 
 /// The middle value (mean of the two middle ones for an even count); 0 for none.
 fn median(mut v: Vec<f64>) -> f64 {
@@ -1028,8 +1029,9 @@ fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
 mod tests {
     use super::*;
     use crate::model::cause::{Attribution, Confidence, Evidence};
-    use crate::model::ops::{new_histogram, OpKind, StallEvent};
+    use crate::model::ops::{new_histogram, OpKind};
     use crate::model::snapshot::BdpStats;
+    use crate::model::stall::Blocked;
     use hdrhistogram::Histogram;
 
     fn meta(path: &str, fs: &str) -> TargetMeta {
@@ -1082,23 +1084,22 @@ mod tests {
             in_progress: Vec::new(),
             events: Vec::new(),
             observed: Vec::new(),
-            observed_stalls: Vec::new(),
         }
     }
 
     fn stall(target: usize, start_s: f64, dur_ms: u64, cause: Cause) -> Stall {
         Stall {
-            ev: StallEvent {
+            ev: Blocked::writer(
                 target,
-                thread: 0,
-                op: if cause == Cause::Sync {
+                0,
+                if cause == Cause::Sync {
                     OpKind::Sync
                 } else {
                     OpKind::Write
                 },
-                start_ns: (start_s * 1e9) as u64,
-                dur_ns: dur_ms * 1_000_000,
-            },
+                (start_s * 1e9) as u64,
+                dur_ms * 1_000_000,
+            ),
             why: Attribution {
                 cause,
                 confidence: Confidence::High,
@@ -1445,18 +1446,13 @@ mod tests {
                     ..Default::default()
                 }];
                 if i % 3 == 0 {
-                    let st = stall(
-                        crate::model::snapshot::OBSERVED,
-                        i as f64 + 0.2,
-                        400,
-                        Cause::DirtyThrottle,
+                    let mut st = stall(0, i as f64 + 0.2, 400, Cause::DirtyThrottle);
+                    st.ev = Blocked::process(
+                        (42, "java", 43, "MutationStage"),
+                        st.ev.start_ns,
+                        st.ev.dur(),
                     );
-                    s.observed_stalls = vec![crate::model::snapshot::ObservedStall {
-                        pid: 42,
-                        comm: "java".into(),
-                        thread_comm: "MutationStage".into(),
-                        stall: st,
-                    }];
+                    s.stalls = vec![st];
                 }
                 s
             })
@@ -1564,11 +1560,14 @@ mod tests {
             let end = t + 1.0;
             let (done, rest): (Vec<Stall>, Vec<Stall>) = pending
                 .into_iter()
-                .partition(|s| (s.ev.start_ns + s.ev.dur_ns) as f64 / 1e9 <= end);
+                .partition(|s| (s.ev.start_ns + s.ev.dur()) as f64 / 1e9 <= end);
             pending = rest;
             let targets_now = (0..2)
                 .map(|target| {
-                    let mine: Vec<&Stall> = done.iter().filter(|s| s.ev.target == target).collect();
+                    let mine: Vec<&Stall> = done
+                        .iter()
+                        .filter(|s| s.ev.who.target() == Some(target))
+                        .collect();
                     interval(target, target == on, threads, i, throttled, &mine)
                 })
                 .collect();
@@ -1612,7 +1611,7 @@ mod tests {
             .record_n(800 + (noise(i + 2) * 4000.0) as u64, slow)
             .unwrap();
         for s in stalls {
-            t.hist.record(s.ev.dur_ns / 1000).unwrap();
+            t.hist.record(s.ev.dur() / 1000).unwrap();
         }
         t.mode = if target == 1 {
             Mode::Buffered

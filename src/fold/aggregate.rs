@@ -573,12 +573,14 @@ impl Aggregator {
     fn add_stalls(&mut self, stalls: &[Stall]) {
         for s in stalls {
             let t = match &s.ev.who {
-                Who::Writer { target, .. } => self.totals.get_mut(*target).map(|t| {
-                    (&mut t.stalls, &mut t.stall_ns, &mut t.by_cause)
-                }),
-                Who::Process { pid, .. } => self.obs_totals.get_mut(pid).map(|t| {
-                    (&mut t.stalls, &mut t.stall_ns, &mut t.by_cause)
-                }),
+                Who::Writer { target, .. } => self
+                    .totals
+                    .get_mut(*target)
+                    .map(|t| (&mut t.stalls, &mut t.stall_ns, &mut t.by_cause)),
+                Who::Process { pid, .. } => self
+                    .obs_totals
+                    .get_mut(pid)
+                    .map(|t| (&mut t.stalls, &mut t.stall_ns, &mut t.by_cause)),
             };
             if let Some((n, ns, by_cause)) = t {
                 tally(n, ns, by_cause, s);
@@ -754,10 +756,7 @@ impl Aggregator {
         let mut blocks = p.obs_stalls;
         let targets = self.emit_targets(p.accs, &mut blocks);
         blocks.sort_by_key(|s| s.start_ns);
-        let stalls: Vec<Stall> = blocks
-            .into_iter()
-            .map(|e| self.explain(e, t_end))
-            .collect();
+        let stalls: Vec<Stall> = blocks.into_iter().map(|e| self.explain(e, t_end)).collect();
         for s in &stalls {
             self.stacks
                 .remove(&(ThreadKey::of(&s.ev.who), s.ev.start_ns));
@@ -906,15 +905,15 @@ mod tests {
     fn a_writer_that_dies_mid_op_leaves_no_stall_in_progress() {
         let mut a = agg(1);
         for thread in [0, 1] {
-            a.fold(Msg::StallInProgress {
-                target: 0,
-                thread,
+            a.fold(Msg::Blocked(Blocked {
+                who: Who::Writer { target: 0, thread },
                 op: OpKind::Write,
                 start_ns: S / 2,
+                dur_ns: None,
                 stack: None,
-            });
+            }));
         }
-        assert_eq!(a.live(S).len(), 2);
+        assert_eq!(a.live(S).stalls.len(), 2);
         a.fold(Msg::Event {
             target: 0,
             thread: Some(1),
@@ -922,21 +921,21 @@ mod tests {
             kind: EventKind::WriterError,
             message: "thread 1 panicked".into(),
         });
-        let live = a.live(2 * S);
+        let live = a.live(2 * S).stalls;
         assert_eq!(live.len(), 1);
-        assert_eq!(live[0].thread, 0, "the other writer's stall stays");
+        assert_eq!(live[0].ev.who.thread(), 0, "the other writer's stall stays");
     }
 
     #[test]
     fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
-        use crate::model::observed::{ObsStall, ObsTick, ProcTick};
+        use crate::model::observed::{ObsTick, ProcTick};
         let mut a = agg(0);
         a.set_observed(vec![Watched {
             pid: 9,
             comm: "java".into(),
         }]);
         a.set_tracing(true);
-        let tick = |t_ns: u64, d: u32, stalls: Vec<ObsStall>| {
+        let tick = |t_ns: u64, d: u32, stalls: Vec<Blocked>| {
             Msg::Observe(Box::new(ObsTick {
                 t_ns,
                 procs: vec![ProcTick {
@@ -972,28 +971,37 @@ mod tests {
                 },
             );
         }
-        let run = ObsStall {
-            pid: 9,
-            tid: 91,
-            thread_comm: "MutationStage".into(),
+        let run = Blocked {
+            who: Who::Process {
+                pid: 9,
+                comm: "java".into(),
+                tid: 91,
+                thread_comm: "MutationStage".into(),
+            },
+            op: OpKind::Blocked,
             start_ns: S / 4,
-            dur_ns: 300_000_000,
+            dur_ns: Some(300_000_000),
             stack: Some("io_schedule_timeout < balance_dirty_pages".into()),
         };
         // While it lasts, the banner shows it with its cause so far.
         let mut so_far = run.clone();
-        so_far.dur_ns = 200_000_000;
+        so_far.dur_ns = None;
         a.fold(Msg::Observe(Box::new(ObsTick {
             t_ns: S / 4 + 200_000_000,
             ongoing: vec![so_far],
             ..ObsTick::default()
         })));
         let live = a.live(S / 2);
-        assert_eq!(live.len(), 1);
-        assert_eq!((live[0].pid, live[0].thread), (Some(9), 91));
-        assert_eq!(live[0].cause, crate::model::cause::Cause::DirtyThrottle);
+        assert_eq!(live.stalls.len(), 1);
+        let l = &live.stalls[0];
+        assert_eq!((l.ev.who.pid(), l.ev.who.thread()), (Some(9), 91));
+        assert_eq!(live.age_ms(l), 250.0);
+        assert_eq!(l.why.cause, crate::model::cause::Cause::DirtyThrottle);
         a.fold(tick(S / 2, 0, vec![run]));
-        assert!(a.live(S / 2).is_empty(), "ended runs leave the banner");
+        assert!(
+            a.live(S / 2).stalls.is_empty(),
+            "ended runs leave the banner"
+        );
         let (snaps, summary) = a.finish(S);
         assert_eq!(snaps.len(), 1);
         let o = &snaps[0].observed[0];
@@ -1001,14 +1009,11 @@ mod tests {
         assert_eq!((o.minflt, o.majflt, o.write_bytes), (10, 2, Some(8192)));
         assert_eq!(o.bdp.unwrap().pause_ms, 300);
         assert_eq!(o.stalls, 1);
-        let st = &snaps[0].observed_stalls[0];
-        assert_eq!((st.pid, st.stall.ev.thread), (9, 91));
-        assert_eq!(
-            st.stall.why.cause,
-            crate::model::cause::Cause::DirtyThrottle
-        );
-        assert_eq!(st.stall.why.evidence.pause_ms, Some(300));
-        assert!(snaps[0].stalls.is_empty(), "not one of our writers' stalls");
+        let st = &snaps[0].stalls[0];
+        assert_eq!((st.ev.who.pid(), st.ev.who.thread()), (Some(9), 91));
+        assert_eq!(st.why.cause, crate::model::cause::Cause::DirtyThrottle);
+        assert_eq!(st.why.evidence.pause_ms, Some(300));
+        assert_eq!(snaps[0].stalls.len(), 1, "the observed thread's only");
         assert_eq!(summary.observed[0].stalls, 1);
         assert_eq!(summary.observed[0].write_bytes, Some(8192));
     }
@@ -1065,24 +1070,22 @@ mod tests {
     #[test]
     fn stall_in_progress_until_it_finishes() {
         let mut a = agg(1);
-        a.fold(Msg::StallInProgress {
-            target: 0,
-            thread: 1,
+        a.fold(Msg::Blocked(Blocked {
+            who: Who::Writer {
+                target: 0,
+                thread: 1,
+            },
             op: OpKind::Write,
             start_ns: S / 2,
+            dur_ns: None,
             stack: None,
-        });
+        }));
         let s = a.tick(S + GRACE_NS);
         assert_eq!(s[0].in_progress.len(), 1);
         let mut m = batch(0, 1, 2, &[2_500_000]);
         if let Msg::Batch(b) = &mut m {
-            b.stalls.push(StallEvent {
-                target: 0,
-                thread: 1,
-                op: OpKind::Write,
-                start_ns: S / 2,
-                dur_ns: 2 * S,
-            });
+            b.stalls
+                .push(Blocked::writer(0, 1, OpKind::Write, S / 2, 2 * S));
         }
         a.fold(m);
         let s = a.tick(3 * S + GRACE_NS);

@@ -216,7 +216,9 @@ impl CauseTotal {
 
 /// Stall count and time by cause: the one tally every view of stalls
 /// (the fold's totals, the printer, the report, metrics) is made with.
-pub fn cause_totals<'a>(stalls: impl IntoIterator<Item = &'a Stall>) -> BTreeMap<Cause, CauseTotal> {
+pub fn cause_totals<'a>(
+    stalls: impl IntoIterator<Item = &'a Stall>,
+) -> BTreeMap<Cause, CauseTotal> {
     let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
     for s in stalls {
         m.entry(s.why.cause).or_default().add(&CauseTotal {

@@ -79,6 +79,22 @@ impl Blocked {
             stack: None,
         }
     }
+    /// A finished block of an observed process's thread.
+    pub fn process(who: (u32, &str, u32, &str), start_ns: u64, dur_ns: u64) -> Blocked {
+        let (pid, comm, tid, thread_comm) = who;
+        Blocked {
+            who: Who::Process {
+                pid,
+                comm: comm.into(),
+                tid,
+                thread_comm: thread_comm.into(),
+            },
+            op: OpKind::Blocked,
+            start_ns,
+            dur_ns: Some(dur_ns),
+            stack: None,
+        }
+    }
     /// Its duration, or for one still going its age at `now_ns`.
     pub fn dur_at(&self, now_ns: u64) -> u64 {
         self.dur_ns

@@ -15,10 +15,10 @@
 //! dashboard: each mode gets its own series). Names are `stallscope_*` in
 //! base units (seconds, bytes, ratios 0..1).
 
-use crate::model::stall::{Stall, Who};
 use crate::base::error::UsageError;
 use crate::model::marker::{Marker, MarkerKind};
 use crate::model::snapshot::{Snapshot, Summary, TargetMeta};
+use crate::model::stall::{Stall, Who};
 use crate::sink::Sink;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
@@ -839,18 +839,13 @@ mod tests {
             }),
             ..Default::default()
         }];
-        s.observed_stalls = vec![crate::model::snapshot::ObservedStall {
-            pid: 42,
-            comm: "java".into(),
-            thread_comm: "MutationStage".into(),
-            stall: stall(
-                crate::model::snapshot::OBSERVED,
-                0.2,
-                500.0,
-                43,
-                Cause::DirtyThrottle,
-            ),
-        }];
+        let mut st = stall(0, 0.2, 500.0, 43, Cause::DirtyThrottle);
+        st.ev = crate::model::stall::Blocked::process(
+            (42, "java", 43, "MutationStage"),
+            st.ev.start_ns,
+            st.ev.dur(),
+        );
+        s.stalls = vec![st];
         m.snapshot(&s).unwrap();
         let body = m.render(Exposition::Prometheus);
         let p = ["pid=\"42\"", "comm=\"java\""];

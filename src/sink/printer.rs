@@ -304,7 +304,11 @@ impl<W: Write> Printer<W> {
         let (label, what) = match &e.who {
             Who::Writer { target, thread } => (
                 self.label(*target),
-                format!("thread {thread} in {} ({})", e.op.as_str(), mode.unwrap_or("?")),
+                format!(
+                    "thread {thread} in {} ({})",
+                    e.op.as_str(),
+                    mode.unwrap_or("?")
+                ),
             ),
             Who::Process {
                 pid,

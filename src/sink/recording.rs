@@ -58,9 +58,9 @@ use crate::model::cause::{Attribution, Cause, Confidence, Evidence};
 use crate::model::kernel::ProcSample;
 use crate::model::marker::Marker;
 use crate::model::ops::{new_histogram, EventKind, OpKind};
-use crate::model::stall::{Blocked, Who};
 use crate::model::snapshot::{BdpStats, RunEvent, Snapshot, Summary, TargetInterval, TargetMeta};
 use crate::model::stall::Stall;
+use crate::model::stall::{Blocked, Who};
 use crate::sink::schema::{interval_line, stall_line, summary_line};
 use crate::sink::Sink;
 use base64::Engine as _;
@@ -519,7 +519,11 @@ impl StallIn {
                 thread_comm: self.thread_comm,
             },
             (None, _, Some(target), Some(thread)) => Who::Writer { target, thread },
-            _ => return Err("a stall line names neither a target and thread nor a pid and tid".into()),
+            _ => {
+                return Err(
+                    "a stall line names neither a target and thread nor a pid and tid".into(),
+                )
+            }
         };
         Ok(Stall {
             ev: Blocked {

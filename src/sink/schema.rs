@@ -259,7 +259,10 @@ pub fn interval_line<'a>(
 }
 
 /// The line of a finished stall; `place` is a writer's target and mode.
-pub fn stall_line<'a>(st: &'a Stall, place: Option<(&'a TargetMeta, &'static str)>) -> StallLine<'a> {
+pub fn stall_line<'a>(
+    st: &'a Stall,
+    place: Option<(&'a TargetMeta, &'static str)>,
+) -> StallLine<'a> {
     let e = &st.ev;
     let who = match &e.who {
         Who::Writer { thread, .. } => WhoLine::Writer { thread: *thread },

@@ -17,9 +17,9 @@ use crate::base::clock::Clock;
 use crate::base::error::UsageError;
 use crate::model::cause::stack_cause;
 use crate::model::observed::{ObsTick, ProcTick, Watched};
+use crate::model::ops::Msg;
 use crate::model::ops::OpKind;
 use crate::model::stall::{Blocked, Who};
-use crate::model::ops::Msg;
 use crossbeam::channel::Sender;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -412,8 +412,7 @@ impl Sampler {
             .iter()
             .map(|t| (t.tid, t.comm.as_str(), t.state == 'D'))
             .collect();
-        tick.stalls
-            .extend(self.runs.update(p, tick.t_ns, &states));
+        tick.stalls.extend(self.runs.update(p, tick.t_ns, &states));
         for t in tasks.iter().filter(|t| t.state == 'D') {
             if self.runs.wants_stack(t.tid) {
                 let base = format!("{}/task/{}", dir.display(), t.tid);
@@ -477,6 +476,13 @@ fn sample_loop(
 mod tests {
     use super::*;
 
+    fn p(pid: u32) -> Watched {
+        Watched {
+            pid,
+            comm: format!("p{pid}"),
+        }
+    }
+
     #[test]
     fn stat_lines_with_odd_comms_parse() {
         let s = "4242 (Mutation Stage) (1)) D 1 4242 4242 0 -1 4194560 1500 0 7 0 10 5 0 0 20 0 40 0 100 0 0";
@@ -501,10 +507,10 @@ mod tests {
         let ms = 1_000_000;
         let mut r = DRuns::new(Duration::from_millis(100));
         assert!(r
-            .update(7, 0, &[(70, "w", false), (71, "x", false)])
+            .update(&p(7), 0, &[(70, "w", false), (71, "x", false)])
             .is_empty());
         assert!(r
-            .update(7, 50 * ms, &[(70, "w", true), (71, "x", true)])
+            .update(&p(7), 50 * ms, &[(70, "w", true), (71, "x", true)])
             .is_empty());
         assert!(r.wants_stack(70));
         r.set_stack(70, "io_schedule_timeout".into());
@@ -517,15 +523,23 @@ mod tests {
         r.set_stack(70, "schedule".into());
         // 71 leaves D after 50 ms: too short. 70 stays in D for 150 ms.
         assert!(r
-            .update(7, 100 * ms, &[(70, "w", true), (71, "x", false)])
+            .update(&p(7), 100 * ms, &[(70, "w", true), (71, "x", false)])
             .is_empty());
-        let s = r.update(7, 200 * ms, &[(70, "w", false), (71, "x", false)]);
+        let s = r.update(&p(7), 200 * ms, &[(70, "w", false), (71, "x", false)]);
         assert_eq!(s.len(), 1);
         assert_eq!(
-            (s[0].tid, s[0].start_ns, s[0].dur_ns),
-            (70, 50 * ms, 150 * ms)
+            (s[0].who.thread(), s[0].start_ns, s[0].dur_ns),
+            (70, 50 * ms, Some(150 * ms))
         );
-        assert_eq!(s[0].thread_comm, "w");
+        assert_eq!(
+            s[0].who,
+            Who::Process {
+                pid: 7,
+                comm: "p7".into(),
+                tid: 70,
+                thread_comm: "w".into()
+            }
+        );
         assert!(s[0]
             .stack
             .as_deref()
@@ -537,15 +551,15 @@ mod tests {
     fn runs_of_other_processes_are_not_closed_by_one_process_sample() {
         let ms = 1_000_000;
         let mut r = DRuns::new(Duration::from_millis(10));
-        r.update(1, 0, &[(10, "a", true)]);
-        r.update(2, 0, &[(20, "b", true)]);
-        assert!(r.update(2, 50 * ms, &[(20, "b", true)]).is_empty());
+        r.update(&p(1), 0, &[(10, "a", true)]);
+        r.update(&p(2), 0, &[(20, "b", true)]);
+        assert!(r.update(&p(2), 50 * ms, &[(20, "b", true)]).is_empty());
         // pid 1 exits while its thread is in D: the run ends there.
         let s = r.close_all(Some(1), 60 * ms);
         assert_eq!(s.len(), 1);
-        assert_eq!(s[0].pid, 1);
+        assert_eq!(s[0].who.pid(), Some(1));
         let rest = r.close_all(None, 70 * ms);
-        assert_eq!((rest.len(), rest[0].tid), (1, 20));
+        assert_eq!((rest.len(), rest[0].who.thread()), (1, 20));
     }
 
     #[test]

@@ -2,15 +2,15 @@
 //! notices from the runner and key actions. No terminal here, so replay and
 //! tests drive it exactly as the live loop does.
 
-use crate::base::units::kib_to_mib;
 use super::keys::Action;
+use crate::base::units::kib_to_mib;
 use crate::config::{Mode, SyncPolicy};
 use crate::model::control::{Control, Notice};
 use crate::model::observed::Watched;
 use crate::model::ops::EventKind;
 use crate::model::snapshot::{LatSummary, ObservedInterval, Snapshot, TargetInterval, TargetMeta};
-use crate::model::stall::{Live, Who};
 use crate::model::stall::Stall;
+use crate::model::stall::{Live, Who};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
@@ -768,8 +768,9 @@ pub(crate) mod fixture {
     use super::*;
     use crate::model::cause::{Attribution, Cause, Confidence, Evidence};
     use crate::model::kernel::{DevInterval, KernelInterval};
-    use crate::model::ops::{new_histogram, OpKind, StallEvent};
+    use crate::model::ops::{new_histogram, OpKind};
     use crate::model::snapshot::BdpStats;
+    use crate::model::stall::Blocked;
 
     pub fn meta(i: usize) -> TargetMeta {
         let (path, fs) = [("/mnt/ext4", "ext4"), ("/mnt/xfs", "xfs")][i % 2];
@@ -803,13 +804,13 @@ pub(crate) mod fixture {
 
     pub fn stall(target: usize, start_s: f64, dur_ms: f64, thread: u32, cause: Cause) -> Stall {
         Stall {
-            ev: StallEvent {
+            ev: Blocked::writer(
                 target,
                 thread,
-                op: OpKind::Write,
-                start_ns: (start_s * 1e9) as u64,
-                dur_ns: (dur_ms * 1e6) as u64,
-            },
+                OpKind::Write,
+                (start_s * 1e9) as u64,
+                (dur_ms * 1e6) as u64,
+            ),
             why: Attribution {
                 cause,
                 confidence: Confidence::High,
@@ -901,7 +902,6 @@ pub(crate) mod fixture {
             in_progress: Vec::new(),
             events: Vec::new(),
             observed: Vec::new(),
-            observed_stalls: Vec::new(),
         }
     }
 
@@ -925,6 +925,7 @@ mod tests {
     use super::fixture::*;
     use super::*;
     use crate::model::cause::Cause;
+    use crate::model::stall::Blocked;
 
     /// One target, one observed process (pid 77) and an interval in which
     /// its thread 78 was in D for 400 ms, dirty-throttled.
@@ -950,20 +951,13 @@ mod tests {
             }),
             ..ObservedInterval::default()
         }];
-        let mut st = stall(
-            crate::model::snapshot::OBSERVED,
-            0.2,
-            400.0,
-            78,
-            Cause::DirtyThrottle,
+        let mut st = stall(0, 0.2, 400.0, 78, Cause::DirtyThrottle);
+        st.ev = Blocked::process(
+            (77, "java", 78, "MutationStage-1"),
+            st.ev.start_ns,
+            st.ev.dur(),
         );
-        st.ev.op = crate::model::ops::OpKind::Blocked;
-        s.observed_stalls = vec![crate::model::snapshot::ObservedStall {
-            pid: 77,
-            comm: "java".into(),
-            thread_comm: "MutationStage-1".into(),
-            stall: st,
-        }];
+        s.stalls = vec![st];
         (a, s)
     }
 
@@ -980,9 +974,9 @@ mod tests {
         assert_eq!(p.pause_ms_per_s, Some(400.0 / s.interval_s));
         let st = a.stalls().next().unwrap();
         assert_eq!(
-            (st.ev.target, st.ev.thread),
-            (1, 78),
-            "remapped to its view"
+            (a.view_of(&st.ev.who), st.ev.who.thread()),
+            (Some(1), 78),
+            "shown on its process's view"
         );
         assert_eq!(a.targets()[1].stalls, 1);
         assert_eq!(a.targets()[0].stalls, 0);
@@ -991,15 +985,15 @@ mod tests {
     #[test]
     fn a_live_stall_of_an_observed_thread_lands_on_its_view() {
         let (mut a, _) = observing();
-        a.on_live(vec![LiveStall {
-            target: crate::model::snapshot::OBSERVED,
-            thread: 78,
-            op: crate::model::ops::OpKind::Blocked,
-            elapsed_ms: 1500.0,
-            cause: Cause::DirtyThrottle,
-            pid: Some(77),
-        }]);
-        assert_eq!(a.live()[0].target, 1);
+        let mut st = stall(0, 0.5, 0.0, 78, Cause::DirtyThrottle);
+        st.ev = Blocked::process((77, "java", 78, "MutationStage-1"), st.ev.start_ns, 0);
+        st.ev.dur_ns = None;
+        a.on_live(Live {
+            now_ns: 2_000_000_000,
+            stalls: vec![st],
+        });
+        assert_eq!(a.view_of(&a.live()[0].ev.who), Some(1));
+        assert_eq!(a.live_age_ms(&a.live()[0]), 1500.0);
     }
 
     #[test]

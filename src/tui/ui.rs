@@ -1097,8 +1097,8 @@ mod tests {
     use super::super::app::{App, Style};
     use super::super::keys::Action;
     use super::*;
-    use crate::model::ops::OpKind;
-    use crate::model::snapshot::LiveStall;
+
+    use crate::model::stall::Live;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 
@@ -1173,14 +1173,20 @@ mod tests {
         (0..buf.area.height).map(|y| text(buf, y) + "\n").collect()
     }
 
-    fn live(secs: f64, thread: u32, cause: Cause) -> LiveStall {
-        LiveStall {
-            pid: None,
-            target: 0,
-            thread,
-            op: OpKind::Write,
-            elapsed_ms: secs * 1e3,
-            cause,
+    const NOW_NS: u64 = 100_000_000_000;
+
+    /// A stall of writer `thread` on target 0, `secs` old at `NOW_NS`.
+    fn live(secs: f64, thread: u32, cause: Cause) -> Stall {
+        let mut st = crate::tui::app::fixture::stall(0, 0.0, 0.0, thread, cause);
+        st.ev.start_ns = NOW_NS - (secs * 1e9) as u64;
+        st.ev.dur_ns = None;
+        st
+    }
+
+    fn at(stalls: Vec<Stall>) -> Live {
+        Live {
+            now_ns: NOW_NS,
+            stalls,
         }
     }
 
@@ -1360,7 +1366,7 @@ mod tests {
     #[test]
     fn no_size_panics() {
         let mut app = filled(2, 300);
-        app.on_live(vec![live(2.3, 7, Cause::DirtyThrottle)]);
+        app.on_live(at(vec![live(2.3, 7, Cause::DirtyThrottle)]));
         app.on_action(Action::ToggleCompare);
         let sizes = [
             1, 2, 3, 4, 5, 6, 7, 10, 14, 15, 16, 20, 24, 30, 59, 60, 61, 80, 121, 333,
@@ -1387,18 +1393,18 @@ mod tests {
     #[test]
     fn banner_shows_the_longest_live_stall() {
         let mut app = filled(1, 40);
-        app.on_live(vec![
+        app.on_live(at(vec![
             live(0.4, 2, Cause::Sync),
             live(2.3, 7, Cause::DirtyThrottle),
-        ]);
+        ]));
         let b = render(&app, 120, 40);
         let (x, y) = find(&b, "STALL 2.3 s — thread 7, dirty_throttle").expect("banner");
         assert!(text(&b, y).contains("+1 more"));
         assert_eq!(b[(x, y)].bg, Color::Red);
-        app.on_live(vec![]);
+        app.on_live(at(vec![]));
         assert!(find(&render(&app, 120, 40), "STALL").is_none());
         // Small terminals still get it.
-        app.on_live(vec![live(2.3, 7, Cause::DirtyThrottle)]);
+        app.on_live(at(vec![live(2.3, 7, Cause::DirtyThrottle)]));
         assert!(find(&render(&app, 40, 6), "STALL 2.3 s").is_some());
     }
 
@@ -1453,7 +1459,7 @@ mod tests {
             };
             app.on_snapshot(&snapshot(i, 2, 0, st));
         }
-        app.on_live(vec![live(1.0, 3, Cause::Device)]);
+        app.on_live(at(vec![live(1.0, 3, Cause::Device)]));
         app.on_action(Action::ToggleRecord);
         for view in [
             vec![],
@@ -1490,7 +1496,7 @@ mod tests {
             };
             app.on_snapshot(&snapshot(i, 2, 0, st));
         }
-        app.on_live(vec![live(1.0, 3, Cause::Device)]);
+        app.on_live(at(vec![live(1.0, 3, Cause::Device)]));
         let b = render(&app, 120, 40);
         for c in b.content() {
             assert!(c.fg == Color::Reset && c.bg == Color::Reset, "{c:?}");

@@ -10,8 +10,8 @@
 
 use crate::base::clock::Clock;
 use crate::model::ops::{
-    new_histogram, Batch, EventKind, Handover, InFlight, Msg, OpKind, Timing,
-    FLUSH_EVERY, HIST_MAX_US,
+    new_histogram, Batch, EventKind, Handover, InFlight, Msg, OpKind, Timing, FLUSH_EVERY,
+    HIST_MAX_US,
 };
 use crate::model::stall::Blocked;
 use crossbeam::channel::{Receiver, Sender};

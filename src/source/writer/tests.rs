@@ -35,14 +35,9 @@ fn watchdog_reports_a_stall_before_the_op_returns() {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut seen = None;
     while Instant::now() < deadline && seen.is_none() {
-        if let Ok(Msg::StallInProgress {
-            thread,
-            op,
-            start_ns,
-            ..
-        }) = rx.recv_timeout(Duration::from_millis(100))
-        {
-            seen = Some((thread, op, start_ns));
+        if let Ok(Msg::Blocked(b)) = rx.recv_timeout(Duration::from_millis(100)) {
+            assert_eq!(b.dur_ns, None, "reported while it lasts");
+            seen = Some((b.who.thread(), b.op, b.start_ns));
         }
     }
     let (thread, op, start_ns) = seen.expect("watchdog reported the held op");
@@ -61,7 +56,7 @@ fn watchdog_reports_a_stall_before_the_op_returns() {
         }
     }
     let st = finished.expect("finished stall event");
-    assert!(st.dur_ns >= 50_000_000);
+    assert!(st.dur() >= 50_000_000);
     drop(wd);
     eng.stop();
 }
@@ -171,7 +166,7 @@ fn a_panicking_writer_is_an_error_event_and_the_others_go_on() {
                 error = Some(message);
             }
             Ok(Msg::Batch(b)) if error.is_some() => ops_after[b.thread as usize] += b.ops,
-            Ok(Msg::StallInProgress { thread: 1, .. }) if error.is_some() => stalls_of_dead += 1,
+            Ok(Msg::Blocked(b)) if error.is_some() && b.who.thread() == 1 => stalls_of_dead += 1,
             _ => {}
         }
     }

@@ -1,0 +1,93 @@
+//! Recordings made by an earlier build (v0.1.0, 2026-12-03, before the
+//! data path was restructured) still read back and report exactly as that
+//! build reported them: text, CSV and SVG byte for byte. One fixture has
+//! writers and an observed process with stalls of both (capped lab ext4,
+//! root, tracing), the other the dashboard's runtime markers.
+
+mod common;
+
+use std::path::Path;
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/recording")
+        .join(name)
+}
+
+fn report_matches(recording: &str, stem: &str, svg: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    let svg_path = dir.path().join("r.svg");
+    let mut cmd = common::bin();
+    cmd.arg("report")
+        .arg(fixture(recording))
+        .arg("--csv")
+        .arg(&csv);
+    if svg {
+        cmd.arg("--svg").arg(&svg_path);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read_to_string(fixture(&format!("{stem}.report.txt"))).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "report text");
+    let want = std::fs::read_to_string(fixture(&format!("{stem}.report.csv"))).unwrap();
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), want, "report CSV");
+    if svg {
+        let want = std::fs::read_to_string(fixture(&format!("{stem}.report.svg"))).unwrap();
+        assert!(
+            std::fs::read_to_string(&svg_path).unwrap() == want,
+            "report SVG differs from the v0.1.0 one"
+        );
+    }
+}
+
+#[test]
+fn a_v0_1_0_recording_with_writer_and_observed_stalls_reports_identically() {
+    report_matches(
+        "observe-and-writers-v0.1.0.jsonl",
+        "observe-and-writers",
+        true,
+    );
+}
+
+#[test]
+fn a_v0_1_0_dashboard_recording_with_markers_reports_identically() {
+    report_matches("dashboard-markers-v0.1.0.jsonl", "dashboard-markers", false);
+}
+
+#[test]
+fn its_stalls_read_back_as_one_list_of_writers_and_observed_threads() {
+    let rec =
+        stallscope::sink::recording::read(&fixture("observe-and-writers-v0.1.0.jsonl")).unwrap();
+    let stalls: Vec<_> = rec.snapshots.iter().flat_map(|s| &s.stalls).collect();
+    let ours = stalls
+        .iter()
+        .filter(|s| s.ev.who.target().is_some())
+        .count();
+    let observed = stalls.iter().filter(|s| s.ev.who.pid().is_some()).count();
+    // The v0.1.0 run printed 58 stalls of ours and 11 of the observed dd.
+    assert_eq!((ours, observed), (58, 11));
+    assert!(stalls.iter().all(|s| s.ev.dur_ns.is_some()));
+    let kinds: Vec<&str> =
+        stallscope::sink::recording::read(&fixture("dashboard-markers-v0.1.0.jsonl"))
+            .unwrap()
+            .markers
+            .iter()
+            .map(|m| m.kind.as_str())
+            .collect();
+    assert_eq!(
+        kinds,
+        [
+            "recording_start",
+            "pause",
+            "resume",
+            "mode_change",
+            "target_switch",
+            "thread_change"
+        ]
+    );
+}
