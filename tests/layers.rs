@@ -1,7 +1,8 @@
 //! The layer rule of ARCHITECTURE.md, enforced: every `crate::` path in
-//! `src/` points to its own layer or one below, and `source` and `fold`
-//! never import each other. Unit-test modules (`#[cfg(test)] mod tests`)
-//! may reach across to build fixtures; shipped code may not.
+//! `src/` points to its own layer or one below, `source` and `fold` never
+//! import each other, and no modules import each other in a circle.
+//! Unit-test modules (`#[cfg(test)] mod tests`, `tests.rs`) may reach
+//! across to build fixtures; shipped code may not.
 
 use std::path::{Path, PathBuf};
 
@@ -54,6 +55,115 @@ fn shipped(text: &str) -> Vec<(usize, &str)> {
         lines.push((i + 1, l));
     }
     lines
+}
+
+/// The modules a line names, as `folder::module` (or a folder's or a
+/// top-level file's name): `crate::a::b::…` is `a::b` when `src/a/b.rs` or
+/// `src/a/b/mod.rs` exists, else `a`; `super::b` in folder `a` is `a::b`.
+fn module_refs(src: &Path, line: &str, folder: Option<&str>) -> Vec<String> {
+    let is_module = |a: &str, b: &str| {
+        src.join(a).join(format!("{b}.rs")).exists() || src.join(a).join(b).join("mod.rs").exists()
+    };
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut v = Vec::new();
+    for (prefix, parent) in [("crate::", None), ("super::", folder)] {
+        let mut rest = line;
+        while let Some(i) = rest.find(prefix) {
+            let word_start = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+            let after = &rest[i + prefix.len()..];
+            rest = after;
+            if !word_start {
+                continue;
+            }
+            let a = ident(after);
+            if a.is_empty() {
+                continue;
+            }
+            let b = after[a.len()..]
+                .strip_prefix("::")
+                .map(ident)
+                .unwrap_or_default();
+            match parent {
+                Some(p) if is_module(p, &a) => v.push(format!("{p}::{a}")),
+                Some(_) => {}
+                None if !b.is_empty() && is_module(&a, &b) => v.push(format!("{a}::{b}")),
+                None => v.push(a),
+            }
+        }
+    }
+    v
+}
+
+/// Module `folder::module` (or a top-level file's name) of a source file.
+fn module_of(rel: &Path) -> String {
+    let parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .filter(|p| p != "mod")
+        .collect();
+    parts.iter().take(2).cloned().collect::<Vec<_>>().join("::")
+}
+
+/// Circles of modules that import each other, each as "a -> b -> a".
+fn circles(src: &Path) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut files = Vec::new();
+    rs_files(src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(src).unwrap();
+        if rel
+            .file_name()
+            .is_some_and(|n| n == "tests.rs" || n == "lib.rs" || n == "main.rs")
+        {
+            continue;
+        }
+        let from = module_of(rel);
+        let folder = (rel.iter().count() > 1)
+            .then(|| rel.iter().next().unwrap().to_string_lossy().to_string());
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (_, line) in shipped(&text) {
+            for to in module_refs(src, line, folder.as_deref()) {
+                // A module's own items, or its parent folder's `mod.rs`.
+                if to != from && !from.starts_with(&format!("{to}::")) {
+                    graph.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        }
+    }
+    // Depth-first search; a back edge closes a circle.
+    fn visit(
+        n: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        out: &mut Vec<String>,
+    ) {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut c = path[i..].to_vec();
+            c.push(n.to_string());
+            out.push(c.join(" -> "));
+            return;
+        }
+        if !done.insert(n.to_string()) {
+            return;
+        }
+        path.push(n.to_string());
+        for m in g.get(n).into_iter().flatten() {
+            visit(m, g, path, done, out);
+        }
+        path.pop();
+    }
+    let mut out = Vec::new();
+    let mut done = BTreeSet::new();
+    for n in graph.keys() {
+        visit(n, &graph, &mut Vec::new(), &mut done, &mut out);
+    }
+    out
 }
 
 /// Every (line, module) a line imports with `crate::module`.
@@ -122,6 +232,29 @@ fn every_import_points_down_a_layer() {
         "imports that go up a layer or between source and fold:\n{}",
         bad.join("\n")
     );
+}
+
+#[test]
+fn no_modules_import_each_other_in_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let c = circles(&src);
+    assert!(c.is_empty(), "import circles:\n{}", c.join("\n"));
+}
+
+#[test]
+fn the_checker_catches_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = dir.path().join("sink");
+    std::fs::create_dir(&sink).unwrap();
+    std::fs::write(
+        sink.join("printer.rs"),
+        "use crate::sink::recording::Marker;\n",
+    )
+    .unwrap();
+    std::fs::write(sink.join("recording.rs"), "use super::printer::line;\n").unwrap();
+    std::fs::write(sink.join("schema.rs"), "use crate::model::ops::OpKind;\n").unwrap();
+    let c = circles(dir.path());
+    assert_eq!(c, ["sink::printer -> sink::recording -> sink::printer"]);
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod cause;
 pub mod control;
 pub mod kernel;
 pub mod marker;
+pub mod msg;
 pub mod observed;
 pub mod ops;
 pub mod snapshot;

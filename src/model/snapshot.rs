@@ -5,7 +5,7 @@
 use crate::config::Mode;
 use crate::model::cause::Cause;
 use crate::model::kernel::KernelInterval;
-use crate::model::ops::EventKind;
+use crate::model::msg::EventKind;
 use crate::model::stall::{Blocked, Stall};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

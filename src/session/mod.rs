@@ -9,7 +9,7 @@ use crate::config::{Config, Mode};
 use crate::fold::aggregate::{Aggregator, TargetState};
 use crate::model::control::{Control, Notice};
 use crate::model::kernel::Device;
-use crate::model::ops::{Handover, Msg, Timing};
+use crate::model::msg::{Handover, Msg, Timing};
 use crate::model::snapshot::{Summary, TargetMeta};
 use crate::sink::Sink;
 use crate::source::mounts::describe;

@@ -118,7 +118,7 @@ pub struct EventLine<'a> {
     pub ty: &'static str,
     pub t_s: f64,
     pub target: &'a str,
-    pub kind: crate::model::ops::EventKind,
+    pub kind: crate::model::msg::EventKind,
     pub message: &'a str,
 }
 

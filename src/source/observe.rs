@@ -16,8 +16,8 @@
 use crate::base::clock::Clock;
 use crate::base::error::UsageError;
 use crate::model::cause::stack_cause;
+use crate::model::msg::Msg;
 use crate::model::observed::{ObsTick, ProcTick, Watched};
-use crate::model::ops::Msg;
 use crate::model::ops::OpKind;
 use crate::model::stall::{Blocked, Who};
 use crossbeam::channel::Sender;

@@ -3,7 +3,7 @@
 //! has not returned yet, once per op.
 
 use crate::base::clock::Clock;
-use crate::model::ops::Msg;
+use crate::model::msg::Msg;
 use crate::model::stall::{Blocked, Who};
 use crate::source::writer::WatchSlot;
 use crossbeam::channel::Sender;

@@ -9,7 +9,7 @@ use crate::base::error::UsageError;
 use crate::config::Config;
 use crate::model::control::{Control, Notice};
 use crate::model::marker::{Marker, MarkerKind};
-use crate::model::ops::EventKind;
+use crate::model::msg::EventKind;
 use crate::model::snapshot::{Snapshot, Summary, TargetMeta};
 use crate::model::stall::Live;
 use crate::session::{prepare, Placement, Session};

@@ -8,7 +8,8 @@
 
 use super::{aligned::AlignedBuf, report, sleep_unless_stopped, EngineSpec, ThreadCtx, Workload};
 use crate::config::DIRECT_ALIGN;
-use crate::model::ops::{EventKind, OpKind};
+use crate::model::msg::EventKind;
+use crate::model::ops::OpKind;
 use crate::source::writer::recorder::Recorder;
 use crossbeam::channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use std::fmt::Write as _;

@@ -10,7 +10,8 @@ pub mod segments;
 
 use crate::base::error::UsageError;
 use crate::config::{Config, Mode, SyncPolicy, DIRECT_ALIGN};
-use crate::model::ops::{EventKind, Handover, InFlight, OpKind, Timing};
+use crate::model::msg::{EventKind, Handover, Timing};
+use crate::model::ops::{InFlight, OpKind};
 use crate::source::writer::recorder::Recorder;
 use aligned::AlignedBuf;
 use segments::{LogKind, SegmentLog};
@@ -265,7 +266,7 @@ impl Drop for Engine {
 }
 
 fn report(ctx: &ThreadCtx, kind: EventKind, message: String) {
-    let _ = ctx.handover.tx.send(crate::model::ops::Msg::Event {
+    let _ = ctx.handover.tx.send(crate::model::msg::Msg::Event {
         target: ctx.spec.target,
         thread: Some(ctx.thread),
         t_ns: ctx.timing.clock.now_ns(),

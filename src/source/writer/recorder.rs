@@ -9,10 +9,8 @@
 //! smear the throughput drop over the wrong intervals).
 
 use crate::base::clock::Clock;
-use crate::model::ops::{
-    new_histogram, Batch, EventKind, Handover, InFlight, Msg, OpKind, Timing, FLUSH_EVERY,
-    HIST_MAX_US,
-};
+use crate::model::msg::{Batch, EventKind, Handover, Msg, Timing};
+use crate::model::ops::{new_histogram, InFlight, OpKind, FLUSH_EVERY, HIST_MAX_US};
 use crate::model::stall::Blocked;
 use crossbeam::channel::{Receiver, Sender};
 use hdrhistogram::Histogram;

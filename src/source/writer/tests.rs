@@ -1,7 +1,7 @@
 use super::*;
 use crate::base::clock::Clock;
 use crate::config::Config;
-use crate::model::ops::Msg;
+use crate::model::msg::Msg;
 use crate::source::watchdog::Watchdog;
 use crossbeam::channel::{bounded, unbounded, Receiver};
 use std::time::Instant;
