@@ -7,8 +7,9 @@ use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace};
 use crate::fold::derive::derive;
 use crate::model::kernel::TraceKind;
 use crate::model::kernel::{KernelInterval, ProcSample};
+use crate::model::msg::{Batch, EventKind, Msg};
 use crate::model::observed::{ObsTick, Watched};
-use crate::model::ops::{new_histogram, Batch, EventKind, Msg};
+use crate::model::ops::new_histogram;
 use crate::model::snapshot::{
     tally, BdpStats, ObservedInterval, ObservedSummary, RunEvent, Snapshot, Summary,
     TargetInterval, TargetSummary,
