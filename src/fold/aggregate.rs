@@ -47,6 +47,19 @@ struct Acc {
 }
 
 impl Acc {
+    /// Adds a later part of the same target's interval.
+    fn add(&mut self, b: Acc) {
+        self.ops += b.ops;
+        self.bytes += b.bytes;
+        let _ = self.hist.add(&b.hist);
+        let _ = self.sync_hist.add(&b.sync_hist);
+        self.stalls.extend(b.stalls);
+        self.minflt += b.minflt;
+        self.majflt += b.majflt;
+        self.bdp.add(&b.bdp);
+        self.wb_waits += b.wb_waits;
+    }
+
     fn new() -> Acc {
         Acc {
             ops: 0,
@@ -65,12 +78,7 @@ impl Acc {
 /// Counts one thread's trace event into an interval's throttle figures.
 fn add_thread_event(kind: &TraceKind, bdp: &mut BdpStats, wb_waits: &mut u64) {
     match kind {
-        TraceKind::BalanceDirtyPages { pause_ms, .. } => {
-            let p = (*pause_ms).max(0) as u64;
-            bdp.events += 1;
-            bdp.pause_ms += p;
-            bdp.max_pause_ms = bdp.max_pause_ms.max(p);
-        }
+        TraceKind::BalanceDirtyPages { pause_ms, .. } => bdp.add_pause(*pause_ms),
         TraceKind::WaitWriteback { .. } => *wb_waits += 1,
         TraceKind::WritebackStart { .. } => {}
     }
@@ -122,9 +130,7 @@ impl ObsAcc {
         self.majflt += o.majflt;
         self.unreadable_io |= o.unreadable_io;
         self.write_bytes += o.write_bytes;
-        self.bdp.events += o.bdp.events;
-        self.bdp.pause_ms += o.bdp.pause_ms;
-        self.bdp.max_pause_ms = self.bdp.max_pause_ms.max(o.bdp.max_pause_ms);
+        self.bdp.add(&o.bdp);
         self.wb_waits += o.wb_waits;
         self.exited |= o.exited;
     }
@@ -399,17 +405,7 @@ impl Aggregator {
         let tail = self.pending_at(index);
         for p in extra {
             for (a, b) in tail.accs.iter_mut().zip(p.accs) {
-                a.ops += b.ops;
-                a.bytes += b.bytes;
-                let _ = a.hist.add(&b.hist);
-                let _ = a.sync_hist.add(&b.sync_hist);
-                a.stalls.extend(b.stalls);
-                a.minflt += b.minflt;
-                a.majflt += b.majflt;
-                a.bdp.events += b.bdp.events;
-                a.bdp.pause_ms += b.bdp.pause_ms;
-                a.bdp.max_pause_ms = a.bdp.max_pause_ms.max(b.bdp.max_pause_ms);
-                a.wb_waits += b.wb_waits;
+                a.add(b);
             }
             for (k, v) in p.wb_starts {
                 *tail.wb_starts.entry(k).or_insert(0) += v;
@@ -850,10 +846,7 @@ fn add_to_trace(t: &mut ThreadTrace, kind: &TraceKind) {
             pause_ms,
             ..
         } => {
-            let p = (*pause_ms).max(0) as u64;
-            t.throttle_events += 1;
-            t.pause_ms += p;
-            t.max_pause_ms = t.max_pause_ms.max(p);
+            t.throttle.add_pause(*pause_ms);
             t.dirty_pages = Some(*dirty);
             t.limit_pages = Some(*limit);
             t.setpoint_pages = Some(*setpoint);
@@ -928,6 +921,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)]
     fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
         use crate::model::observed::{ObsTick, ProcTick};
         let mut a = agg(0);

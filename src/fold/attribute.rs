@@ -6,13 +6,13 @@
 use crate::config::Mode;
 use crate::model::cause::{stack_cause, Attribution, Cause, Confidence, Evidence};
 use crate::model::ops::OpKind;
+use crate::model::snapshot::BdpStats;
 
 /// What tracing saw of the stalled thread during the stall.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ThreadTrace {
-    pub throttle_events: u64,
-    pub pause_ms: u64,
-    pub max_pause_ms: u64,
+    /// Its balance_dirty_pages sleeps.
+    pub throttle: BdpStats,
     /// From the last throttle event: global dirty and limit pages.
     pub dirty_pages: Option<u64>,
     pub limit_pages: Option<u64>,
@@ -74,68 +74,85 @@ pub fn attribute(f: &StallFacts) -> Attribution {
 }
 
 fn attribute_inner(f: &StallFacts) -> Attribution {
-    let high = |cause, evidence| Attribution {
+    by_op(f)
+        .or_else(|| f.trace.and_then(by_trace))
+        // The thread's own kernel stack, caught mid-stall, is direct evidence.
+        .or_else(|| {
+            f.stack
+                .and_then(stack_cause)
+                .map(|c| high(c, Evidence::default()))
+        })
+        .unwrap_or_else(|| by_counters(f))
+}
+
+fn high(cause: Cause, evidence: Evidence) -> Attribution {
+    Attribution {
         cause,
         confidence: Confidence::High,
         evidence,
-    };
+    }
+}
+
+/// Ops whose kind is their cause: a sync, a wait for journal room or for
+/// a segment to recycle.
+fn by_op(f: &StallFacts) -> Option<Attribution> {
     match f.op {
-        OpKind::Sync => {
-            return high(
-                Cause::Sync,
-                Evidence {
-                    sync_op: Some(sync_call(f.mode).into()),
-                    sync_ms: Some(f.dur_ms),
-                    ..Evidence::default()
-                },
-            )
-        }
-        OpKind::JournalWait => return high(Cause::JournalFull, Evidence::default()),
-        OpKind::SegmentWait => {
-            return high(
-                Cause::Sync,
-                Evidence {
-                    sync_op: Some(format!("{} (recycling a segment)", sync_call(f.mode))),
-                    sync_ms: Some(f.dur_ms),
-                    ..Evidence::default()
-                },
-            )
-        }
-        OpKind::Write | OpKind::Blocked => {}
+        OpKind::Sync => Some(high(
+            Cause::Sync,
+            Evidence {
+                sync_op: Some(sync_call(f.mode).into()),
+                sync_ms: Some(f.dur_ms),
+                ..Evidence::default()
+            },
+        )),
+        OpKind::JournalWait => Some(high(Cause::JournalFull, Evidence::default())),
+        OpKind::SegmentWait => Some(high(
+            Cause::Sync,
+            Evidence {
+                sync_op: Some(format!("{} (recycling a segment)", sync_call(f.mode))),
+                sync_ms: Some(f.dur_ms),
+                ..Evidence::default()
+            },
+        )),
+        OpKind::Write | OpKind::Blocked => None,
     }
+}
+
+/// The thread's own trace events: throttle sleeps, then writeback waits.
+fn by_trace(t: &ThreadTrace) -> Option<Attribution> {
+    let b = &t.throttle;
+    if b.events > 0 && b.pause_ms > 0 {
+        return Some(high(
+            Cause::DirtyThrottle,
+            Evidence {
+                throttle_events: Some(b.events),
+                pause_ms: Some(b.pause_ms),
+                max_pause_ms: Some(b.max_pause_ms),
+                dirty_pages: t.dirty_pages,
+                limit_pages: t.limit_pages,
+                setpoint_pages: t.setpoint_pages,
+                bdi: t.bdi.clone(),
+                ..Evidence::default()
+            },
+        ));
+    }
+    (t.wb_waits > 0).then(|| {
+        high(
+            Cause::WritebackWait,
+            Evidence {
+                wb_waits: Some(t.wb_waits),
+                bdi: t.bdi.clone(),
+                ..Evidence::default()
+            },
+        )
+    })
+}
+
+/// What system-wide counters suggest when the thread's own evidence is
+/// silent: throttling (only without tracing, which would have seen it), a
+/// saturated device, or nothing.
+fn by_counters(f: &StallFacts) -> Attribution {
     let c = f.counters;
-    if let Some(t) = f.trace {
-        if t.throttle_events > 0 && t.pause_ms > 0 {
-            return high(
-                Cause::DirtyThrottle,
-                Evidence {
-                    throttle_events: Some(t.throttle_events),
-                    pause_ms: Some(t.pause_ms),
-                    max_pause_ms: Some(t.max_pause_ms),
-                    dirty_pages: t.dirty_pages,
-                    limit_pages: t.limit_pages,
-                    setpoint_pages: t.setpoint_pages,
-                    bdi: t.bdi.clone(),
-                    ..Evidence::default()
-                },
-            );
-        }
-        if t.wb_waits > 0 {
-            return high(
-                Cause::WritebackWait,
-                Evidence {
-                    wb_waits: Some(t.wb_waits),
-                    bdi: t.bdi.clone(),
-                    ..Evidence::default()
-                },
-            );
-        }
-    }
-    // The thread's own kernel stack, caught mid-stall, is direct evidence.
-    if let Some(cause) = f.stack.and_then(stack_cause) {
-        return high(cause, Evidence::default());
-    }
-    // Without tracing, counters can only suggest throttling.
     if let (None, Some(d), Some(start)) = (f.trace, c.dirty_kib, throttle_start_kib(c)) {
         if d >= start {
             return Attribution {
@@ -239,9 +256,11 @@ mod tests {
     #[test]
     fn trace_pause_is_high_confidence_throttle() {
         let t = ThreadTrace {
-            throttle_events: 4,
-            pause_ms: 600,
-            max_pause_ms: 200,
+            throttle: BdpStats {
+                events: 4,
+                pause_ms: 600,
+                max_pause_ms: 200,
+            },
             dirty_pages: Some(70000),
             limit_pages: Some(65536),
             ..ThreadTrace::default()

@@ -58,6 +58,23 @@ pub struct BdpStats {
     pub max_pause_ms: u64,
 }
 
+impl BdpStats {
+    /// One balance_dirty_pages event with its pause (a negative pause, a
+    /// rate limit without sleep, counts as 0 ms).
+    pub fn add_pause(&mut self, pause_ms: i64) {
+        let p = pause_ms.max(0) as u64;
+        self.events += 1;
+        self.pause_ms += p;
+        self.max_pause_ms = self.max_pause_ms.max(p);
+    }
+    /// Adds another span's throttling.
+    pub fn add(&mut self, o: &BdpStats) {
+        self.events += o.events;
+        self.pause_ms += o.pause_ms;
+        self.max_pause_ms = self.max_pause_ms.max(o.max_pause_ms);
+    }
+}
+
 /// Something that happened to the run (disk full, a thread failed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunEvent {
