@@ -40,10 +40,7 @@ struct Acc {
     hist: Histogram<u64>,
     sync_hist: Histogram<u64>,
     stalls: Vec<Blocked>,
-    minflt: u64,
-    majflt: u64,
-    bdp: BdpStats,
-    wb_waits: u64,
+    counts: ThreadCounts,
 }
 
 impl Acc {
@@ -54,10 +51,7 @@ impl Acc {
         let _ = self.hist.add(&b.hist);
         let _ = self.sync_hist.add(&b.sync_hist);
         self.stalls.extend(b.stalls);
-        self.minflt += b.minflt;
-        self.majflt += b.majflt;
-        self.bdp.add(&b.bdp);
-        self.wb_waits += b.wb_waits;
+        self.counts.add(&b.counts);
     }
 
     fn new() -> Acc {
@@ -67,21 +61,45 @@ impl Acc {
             hist: new_histogram(),
             sync_hist: new_histogram(),
             stalls: Vec::new(),
-            minflt: 0,
-            majflt: 0,
-            bdp: BdpStats::default(),
-            wb_waits: 0,
+            counts: ThreadCounts::default(),
         }
     }
 }
 
-/// Counts one thread's trace event into an interval's throttle figures.
-fn add_thread_event(kind: &TraceKind, bdp: &mut BdpStats, wb_waits: &mut u64) {
-    match kind {
-        TraceKind::BalanceDirtyPages { pause_ms, .. } => bdp.add_pause(*pause_ms),
-        TraceKind::WaitWriteback { .. } => *wb_waits += 1,
-        TraceKind::WritebackStart { .. } => {}
+/// What the threads of a target or an observed process add up to over an
+/// interval: their page faults and, from tracing, their throttling.
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadCounts {
+    minflt: u64,
+    majflt: u64,
+    bdp: BdpStats,
+    wb_waits: u64,
+}
+
+impl ThreadCounts {
+    fn add(&mut self, o: &ThreadCounts) {
+        self.minflt += o.minflt;
+        self.majflt += o.majflt;
+        self.bdp.add(&o.bdp);
+        self.wb_waits += o.wb_waits;
     }
+    /// One of the threads' trace events.
+    fn add_event(&mut self, kind: &TraceKind) {
+        match kind {
+            TraceKind::BalanceDirtyPages { pause_ms, .. } => self.bdp.add_pause(*pause_ms),
+            TraceKind::WaitWriteback { .. } => self.wb_waits += 1,
+            TraceKind::WritebackStart { .. } => {}
+        }
+    }
+}
+
+/// Whose a kernel thread id is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// Our writer: target, thread.
+    Writer(usize, u32),
+    /// An observed process's.
+    Process(u32),
 }
 
 /// One observed process over one interval being filled.
@@ -91,14 +109,11 @@ struct ObsAcc {
     threads: u32,
     d_sum: u64,
     d_max: u32,
-    minflt: u64,
-    majflt: u64,
     write_bytes: u64,
     /// Some sample could not read /proc/PID/io: write_bytes is unknown.
     unreadable_io: bool,
-    bdp: BdpStats,
-    wb_waits: u64,
     exited: bool,
+    counts: ThreadCounts,
 }
 
 impl ObsAcc {
@@ -109,8 +124,11 @@ impl ObsAcc {
             threads: t.threads,
             d_sum: u64::from(t.d_threads),
             d_max: t.d_threads,
-            minflt: t.minflt,
-            majflt: t.majflt,
+            counts: ThreadCounts {
+                minflt: t.minflt,
+                majflt: t.majflt,
+                ..ThreadCounts::default()
+            },
             write_bytes: t.write_bytes.unwrap_or(0),
             unreadable_io: t.write_bytes.is_none(),
             ..ObsAcc::default()
@@ -126,12 +144,9 @@ impl ObsAcc {
         };
         self.d_sum += o.d_sum;
         self.d_max = self.d_max.max(o.d_max);
-        self.minflt += o.minflt;
-        self.majflt += o.majflt;
+        self.counts.add(&o.counts);
         self.unreadable_io |= o.unreadable_io;
         self.write_bytes += o.write_bytes;
-        self.bdp.add(&o.bdp);
-        self.wb_waits += o.wb_waits;
         self.exited |= o.exited;
     }
 }
@@ -185,8 +200,8 @@ pub struct Aggregator {
     next_emit: u64,
     /// pending[i] holds interval next_emit + i.
     pending: VecDeque<Pending>,
-    /// Kernel thread id -> (target, thread) of our writers.
-    tids: HashMap<u32, (usize, u32)>,
+    /// Kernel thread id -> our writer or an observed process.
+    tids: HashMap<u32, Owner>,
     /// Whether a trace session feeds us (else trace fields are unknown).
     tracing: bool,
     recent_trace: VecDeque<ThreadEvent>,
@@ -202,10 +217,9 @@ pub struct Aggregator {
     events: Vec<RunEvent>,
     /// Emptied histograms to hand back to writers.
     pub recycled: Vec<Histogram<u64>>,
-    /// Observe mode: the processes, their thread ids (tid -> pid), whether
-    /// the tid set changed since `take_observed_tids_changed`, and totals.
+    /// Observe mode: the processes, whether their thread ids changed since
+    /// `take_observed_tids_changed`, and totals.
     watched: Vec<Watched>,
-    obs_tids: HashMap<u32, u32>,
     obs_tids_changed: bool,
     obs_totals: BTreeMap<u32, ObservedSummary>,
     /// Targets whose writers reported a fatal error since they started.
@@ -254,7 +268,6 @@ impl Aggregator {
             events: Vec::new(),
             recycled: Vec::new(),
             watched: Vec::new(),
-            obs_tids: HashMap::new(),
             obs_tids_changed: false,
             obs_totals: BTreeMap::new(),
             end_ns: None,
@@ -287,7 +300,12 @@ impl Aggregator {
         if !std::mem::take(&mut self.obs_tids_changed) {
             return None;
         }
-        let mut v: Vec<u32> = self.obs_tids.keys().copied().collect();
+        let mut v: Vec<u32> = self
+            .tids
+            .iter()
+            .filter(|(_, o)| matches!(o, Owner::Process(_)))
+            .map(|(t, _)| *t)
+            .collect();
         v.sort_unstable();
         Some(v)
     }
@@ -318,7 +336,11 @@ impl Aggregator {
             .map_or(t.t_ns, |e| t.t_ns.min(e.saturating_sub(1)));
         let idx = t_ns / self.interval_ns;
         if let Some(tids) = t.tids {
-            self.obs_tids = tids.into_iter().collect();
+            self.tids.retain(|_, o| !matches!(o, Owner::Process(_)));
+            self.tids.extend(
+                tids.into_iter()
+                    .map(|(tid, pid)| (tid, Owner::Process(pid))),
+            );
             self.obs_tids_changed = true;
         }
         self.obs_live = t.ongoing;
@@ -363,7 +385,7 @@ impl Aggregator {
 
     /// Maps a kernel thread id to one of our threads.
     pub fn set_tid(&mut self, tid: u32, target: usize, thread: u32) {
-        self.tids.insert(tid, (target, thread));
+        self.tids.insert(tid, Owner::Writer(target, thread));
     }
 
     fn pending_at(&mut self, interval: u64) -> &mut Pending {
@@ -443,17 +465,18 @@ impl Aggregator {
             return;
         }
         // An observed process's thread, or one of our writers.
-        let key = if let Some(&pid) = self.obs_tids.get(&tid) {
-            let a = self.pending_at(idx).observed.entry(pid).or_default();
-            add_thread_event(&kind, &mut a.bdp, &mut a.wb_waits);
-            ThreadKey::Tid(tid)
-        } else if let Some(&(target, thread)) = self.tids.get(&tid) {
-            let acc = self.slot(idx, target);
-            add_thread_event(&kind, &mut acc.bdp, &mut acc.wb_waits);
-            ThreadKey::Writer(target, thread)
-        } else {
-            return;
+        let (key, counts) = match self.tids.get(&tid).copied() {
+            Some(Owner::Process(pid)) => (
+                ThreadKey::Tid(tid),
+                &mut self.pending_at(idx).observed.entry(pid).or_default().counts,
+            ),
+            Some(Owner::Writer(target, thread)) => (
+                ThreadKey::Writer(target, thread),
+                &mut self.slot(idx, target).counts,
+            ),
+            None => return,
         };
+        counts.add_event(&kind);
         if self.recent_trace.len() >= MAX_TRACE_EVENTS {
             self.recent_trace.pop_front();
         }
@@ -507,8 +530,8 @@ impl Aggregator {
             self.in_progress.retain(|p| !p.same(s));
         }
         let acc = self.slot(b.interval, b.target);
-        acc.minflt += b.minflt;
-        acc.majflt += b.majflt;
+        acc.counts.minflt += b.minflt;
+        acc.counts.majflt += b.majflt;
         acc.ops += b.ops;
         acc.bytes += b.bytes;
         let _ = acc.hist.add(&b.hist);
@@ -716,10 +739,10 @@ impl Aggregator {
                     hist: a.hist,
                     sync_hist: a.sync_hist,
                     stalls: count,
-                    minflt: a.minflt,
-                    majflt: a.majflt,
-                    bdp: tracing.then_some(a.bdp),
-                    wb_waits: tracing.then_some(a.wb_waits),
+                    minflt: a.counts.minflt,
+                    majflt: a.counts.majflt,
+                    bdp: tracing.then_some(a.counts.bdp),
+                    wb_waits: tracing.then_some(a.counts.wb_waits),
                     failed: self.failed.get(target).copied().unwrap_or(false),
                 }
             })
@@ -802,8 +825,8 @@ impl Aggregator {
             let write_bytes = (!a.unreadable_io).then_some(a.write_bytes);
             t.exited = a.exited;
             t.d_threads_max = t.d_threads_max.max(a.d_max);
-            t.minflt += a.minflt;
-            t.majflt += a.majflt;
+            t.minflt += a.counts.minflt;
+            t.majflt += a.counts.majflt;
             t.write_bytes = match (t.write_bytes, write_bytes) {
                 (Some(x), Some(y)) => Some(x + y),
                 _ => None,
@@ -820,11 +843,11 @@ impl Aggregator {
                 } else {
                     0.0
                 },
-                minflt: a.minflt,
-                majflt: a.majflt,
+                minflt: a.counts.minflt,
+                majflt: a.counts.majflt,
                 write_bytes,
-                bdp: tracing.then_some(a.bdp),
-                wb_waits: tracing.then_some(a.wb_waits),
+                bdp: tracing.then_some(a.counts.bdp),
+                wb_waits: tracing.then_some(a.counts.wb_waits),
                 stalls: stalls
                     .iter()
                     .filter(|s| s.ev.who.pid() == Some(w.pid))
