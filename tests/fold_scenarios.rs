@@ -179,6 +179,28 @@ fn batch(b: BatchIn) -> Msg {
     }))
 }
 
+fn observe(o: ObserveIn) -> Msg {
+    Msg::Observe(Box::new(ObsTick {
+        t_ns: o.t_ms * MS,
+        procs: o
+            .procs
+            .into_iter()
+            .map(|p| ProcTick {
+                pid: p.pid,
+                threads: p.threads,
+                d_threads: p.d_threads,
+                minflt: p.minflt,
+                majflt: p.majflt,
+                write_bytes: p.write_bytes,
+            })
+            .collect(),
+        stalls: o.stalls.into_iter().map(RunIn::blocked).collect(),
+        exited: vec![],
+        tids: o.tids,
+        ongoing: o.ongoing.into_iter().map(RunIn::blocked).collect(),
+    }))
+}
+
 fn who(w: &Who) -> Value {
     match w {
         Who::Writer { target, thread } => json!({"target": target, "thread": thread}),
@@ -286,25 +308,7 @@ fn run(name: &str) -> Vec<Value> {
                 dur_ns: None,
                 stack,
             })),
-            Step::Observe(o) => agg.fold(Msg::Observe(Box::new(ObsTick {
-                t_ns: o.t_ms * MS,
-                procs: o
-                    .procs
-                    .into_iter()
-                    .map(|p| ProcTick {
-                        pid: p.pid,
-                        threads: p.threads,
-                        d_threads: p.d_threads,
-                        minflt: p.minflt,
-                        majflt: p.majflt,
-                        write_bytes: p.write_bytes,
-                    })
-                    .collect(),
-                stalls: o.stalls.into_iter().map(RunIn::blocked).collect(),
-                exited: vec![],
-                tids: o.tids,
-                ongoing: o.ongoing.into_iter().map(RunIn::blocked).collect(),
-            }))),
+            Step::Observe(o) => agg.fold(observe(o)),
             Step::Live { at_ms } => {
                 let live = agg.live(at_ms * MS);
                 out.push(
