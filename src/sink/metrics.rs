@@ -4,7 +4,7 @@
 //! `application/openmetrics-text`.
 //!
 //! One data path: the aggregator's snapshots reach `MetricsSink` like any
-//! other `Sink` (through `output::Tee`), and only the sink updates the
+//! other `Sink` (through `sink::Tee`), and only the sink updates the
 //! metrics. Writers never touch them. The counters and gauges are atomics;
 //! the latency histograms have a small mutex each, shared only by the sink
 //! thread and the HTTP thread. A scrape encodes into a string under those

@@ -22,7 +22,7 @@
 //!   full_total_us}` (cumulative µs), `disks[]` per target (diskstats
 //!   counters: sectors are 512 B, times ms) — and `wb_starts` (writeback
 //!   started by reason in the interval; null without tracing). Rates are
-//!   derived from consecutive samples by `kernel::proc::derive`, live and in
+//!   derived from consecutive samples by `fold::derive::derive`, live and in
 //!   replay alike.
 //! * `interval`, one per target per interval: every field of `stallscope
 //!   run --format jsonl` (derived figures, for grep and jq) plus the raw
