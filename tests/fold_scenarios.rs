@@ -110,6 +110,8 @@ struct ObserveIn {
     #[serde(default)]
     ongoing: Vec<RunIn>,
     tids: Option<Vec<(u32, u32)>>,
+    #[serde(default)]
+    joined: Vec<Watched>,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +200,7 @@ fn observe(o: ObserveIn) -> Msg {
         exited: vec![],
         tids: o.tids,
         ongoing: o.ongoing.into_iter().map(RunIn::blocked).collect(),
+        joined: o.joined,
     }))
 }
 

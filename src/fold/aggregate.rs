@@ -113,6 +113,8 @@ struct ObsAcc {
     /// Some sample could not read /proc/PID/io: write_bytes is unknown.
     unreadable_io: bool,
     exited: bool,
+    /// It joined (was found) in this interval.
+    joined: bool,
     counts: ThreadCounts,
 }
 
@@ -148,6 +150,7 @@ impl ObsAcc {
         self.unreadable_io |= o.unreadable_io;
         self.write_bytes += o.write_bytes;
         self.exited |= o.exited;
+        self.joined |= o.joined;
     }
 }
 
@@ -280,18 +283,24 @@ impl Aggregator {
     /// The processes observe mode watches (their figures appear in every
     /// snapshot from now on).
     pub fn set_observed(&mut self, watched: Vec<Watched>) {
-        for w in &watched {
-            self.obs_totals.insert(
-                w.pid,
-                ObservedSummary {
-                    pid: w.pid,
-                    comm: w.comm.clone(),
-                    write_bytes: Some(0),
-                    ..ObservedSummary::default()
-                },
-            );
+        self.watched.clear();
+        for w in watched {
+            self.watch(w);
         }
-        self.watched = watched;
+    }
+
+    /// One more process to observe (at start, or joined while running).
+    fn watch(&mut self, w: Watched) {
+        self.obs_totals.insert(
+            w.pid,
+            ObservedSummary {
+                pid: w.pid,
+                comm: w.comm.clone(),
+                write_bytes: Some(0),
+                ..ObservedSummary::default()
+            },
+        );
+        self.watched.push(w);
     }
 
     /// The observed thread ids, when they changed since the last call (the
@@ -344,7 +353,13 @@ impl Aggregator {
             self.obs_tids_changed = true;
         }
         self.obs_live = t.ongoing;
+        for w in &t.joined {
+            self.watch(w.clone());
+        }
         let p = self.pending_at(idx);
+        for w in &t.joined {
+            p.observed.entry(w.pid).or_default().joined = true;
+        }
         for pt in &t.procs {
             p.observed
                 .entry(pt.pid)
@@ -835,6 +850,7 @@ impl Aggregator {
                 pid: w.pid,
                 comm: w.comm.clone(),
                 alive: !a.exited,
+                joined: a.joined,
                 samples: a.samples,
                 threads: a.threads,
                 d_threads_max: a.d_max,
@@ -968,6 +984,7 @@ mod tests {
                 exited: vec![],
                 tids: Some(vec![(90, 9), (91, 9)]),
                 ongoing: vec![],
+                joined: vec![],
             }))
         };
         a.fold(tick(S / 4, 2, vec![]));

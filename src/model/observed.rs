@@ -31,10 +31,21 @@ pub struct ObsTick {
     /// Runs still going that are already past the threshold (the
     /// dashboard's STALL banner), with the best stack so far.
     pub ongoing: Vec<Blocked>,
+    /// Processes found since the last sample (forked by a watched one, or
+    /// new under a watched name); watched from now on.
+    pub joined: Vec<Watched>,
 }
 /// A process being observed, resolved at start.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Watched {
     pub pid: u32,
     pub comm: String,
+}
+
+/// Which processes observe mode follows: the pids given and every process
+/// with one of the names, and everything they fork, as they come and go.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Follow {
+    pub pids: Vec<u32>,
+    pub names: Vec<String>,
 }

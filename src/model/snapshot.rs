@@ -91,6 +91,10 @@ pub struct ObservedInterval {
     pub comm: String,
     /// False from the interval in which it was found gone.
     pub alive: bool,
+    /// True in the interval in which it was found (forked or started
+    /// after the run began).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub joined: bool,
     /// /proc samples taken in the interval.
     pub samples: u32,
     pub threads: u32,

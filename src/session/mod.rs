@@ -49,11 +49,24 @@ pub fn default_target() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/tmp"))
 }
 
+/// What observe mode follows, from the command line.
+fn follow(cfg: &Config) -> crate::model::observed::Follow {
+    crate::model::observed::Follow {
+        pids: cfg.observe.clone(),
+        names: cfg.observe_name.clone(),
+    }
+}
+
 /// Validates every target and creates the scratch folders. On error, the
 /// folders already made are removed as the guards drop.
 pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
-    let watched =
+    let mut watched =
         crate::source::observe::resolve(Path::new("/proc"), &cfg.observe, &cfg.observe_name)?;
+    // Their children that exist now are watched from the start.
+    let mut discover =
+        crate::source::observe::Discover::new(Path::new("/proc"), follow(cfg), &watched);
+    let children = discover.scan(&watched);
+    watched.extend(children);
     let mut paths = cfg.targets.clone();
     if paths.is_empty() && !cfg.observing() {
         let d = default_target();
@@ -258,6 +271,7 @@ impl Session {
             agg.set_observed(prepared.watched.clone());
             crate::source::observe::Observer::start(
                 prepared.watched.clone(),
+                follow(cfg),
                 cfg.observe_every.0,
                 timing.threshold,
                 clock,

@@ -5,7 +5,8 @@
 use crate::base::units::kib_to_mib;
 use crate::config::Format;
 use crate::model::snapshot::{
-    cause_totals, LatSummary, RunEvent, Snapshot, Summary, TargetInterval, TargetMeta,
+    cause_totals, LatSummary, ObservedInterval, RunEvent, Snapshot, Summary, TargetInterval,
+    TargetMeta,
 };
 use crate::model::stall::{Stall, Who};
 use crate::sink::schema::*;
@@ -238,14 +239,11 @@ impl<W: Write> Printer<W> {
                     )?;
                 }
             }
+            if o.joined {
+                self.process_event(s, o, "process_joined", "joined")?;
+            }
             if !o.alive {
-                let msg = format!("observed process {} ({}) exited", o.pid, o.comm);
-                match self.format {
-                    Format::Jsonl => self.json(&serde_json::json!({"type": "event",
-                        "t_s": round(s.t_s, 3), "kind": "process_exited", "pid": o.pid,
-                        "comm": o.comm, "message": msg}))?,
-                    Format::Table => writeln!(self.out, "{:7.1}  ! {msg}", s.t_s)?,
-                }
+                self.process_event(s, o, "process_exited", "exited")?;
             }
         }
         Ok(())
@@ -329,5 +327,22 @@ impl<W: Write> Printer<W> {
             st.why.confidence.as_str(),
             evidence_text(&st.why.evidence)
         )
+    }
+
+    /// An observed process came or went: an event line.
+    fn process_event(
+        &mut self,
+        s: &Snapshot,
+        o: &ObservedInterval,
+        kind: &str,
+        what: &str,
+    ) -> io::Result<()> {
+        let msg = format!("observed process {} ({}) {what}", o.pid, o.comm);
+        match self.format {
+            Format::Jsonl => self.json(&serde_json::json!({"type": "event",
+                "t_s": round(s.t_s, 3), "kind": kind, "pid": o.pid,
+                "comm": o.comm, "message": msg})),
+            Format::Table => writeln!(self.out, "{:7.1}  ! {msg}", s.t_s),
+        }
     }
 }

@@ -17,11 +17,11 @@ use crate::base::clock::Clock;
 use crate::base::error::UsageError;
 use crate::model::cause::stack_cause;
 use crate::model::msg::Msg;
-use crate::model::observed::{ObsTick, ProcTick, Watched};
+use crate::model::observed::{Follow, ObsTick, ProcTick, Watched};
 use crate::model::ops::OpKind;
 use crate::model::stall::{Blocked, Who};
 use crossbeam::channel::Sender;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -100,15 +100,7 @@ pub fn resolve(
             let Some(comm) = read_comm(proc_root, pid) else {
                 continue;
             };
-            let argv0 = std::fs::read(proc_root.join(format!("{pid}/cmdline")))
-                .ok()
-                .and_then(|b| {
-                    let first = b.split(|&c| c == 0).next()?.to_vec();
-                    let s = String::from_utf8_lossy(&first).to_string();
-                    s.rsplit('/').next().map(str::to_string)
-                });
-            let short: String = name.chars().take(15).collect();
-            if comm == short || argv0.as_deref() == Some(name.as_str()) {
+            if has_name(proc_root, pid, &comm, std::slice::from_ref(name)) {
                 out.push(Watched { pid, comm });
                 found += 1;
             }
@@ -120,6 +112,93 @@ pub fn resolve(
         }
     }
     Ok(out)
+}
+
+/// Whether a process's comm (cut to 15 bytes by the kernel) or the base
+/// name of its argv[0] is one of `names`.
+fn has_name(proc_root: &Path, pid: u32, comm: &str, names: &[String]) -> bool {
+    if names
+        .iter()
+        .any(|n| n.chars().take(15).collect::<String>() == comm)
+    {
+        return true;
+    }
+    if names.is_empty() {
+        return false;
+    }
+    let argv0 = std::fs::read(proc_root.join(format!("{pid}/cmdline")))
+        .ok()
+        .and_then(|b| {
+            let first = b.split(|&c| c == 0).next()?.to_vec();
+            let s = String::from_utf8_lossy(&first).to_string();
+            s.rsplit('/').next().map(str::to_string)
+        });
+    argv0.is_some_and(|a| names.iter().any(|n| *n == a))
+}
+
+/// Parent pid and comm from /proc/PID/stat.
+fn read_parent(proc_root: &Path, pid: u32) -> Option<(u32, String)> {
+    let s = std::fs::read_to_string(proc_root.join(format!("{pid}/stat"))).ok()?;
+    let open = s.find('(')?;
+    let close = s.rfind(')')?;
+    let comm = s[open + 1..close].to_string();
+    let ppid = s[close + 1..].split_whitespace().nth(1)?.parse().ok()?;
+    Some((ppid, comm))
+}
+
+/// Finds the processes that joined since the last look: children of a
+/// watched process (at any depth) and processes with a followed name.
+/// Each pid is judged once; `known` remembers the verdicts.
+pub struct Discover {
+    proc_root: PathBuf,
+    follow: Follow,
+    known: HashSet<u32>,
+}
+
+impl Discover {
+    pub fn new(proc_root: &Path, follow: Follow, watched: &[Watched]) -> Discover {
+        let mut known: HashSet<u32> = watched.iter().map(|w| w.pid).collect();
+        known.insert(std::process::id());
+        Discover {
+            proc_root: proc_root.to_path_buf(),
+            follow,
+            known,
+        }
+    }
+
+    /// New processes to watch, given the ones watched now.
+    pub fn scan(&mut self, watched: &[Watched]) -> Vec<Watched> {
+        let mut fresh: Vec<(u32, u32, String)> = Vec::new();
+        for pid in list_pids(&self.proc_root) {
+            if self.known.insert(pid) {
+                if let Some((ppid, comm)) = read_parent(&self.proc_root, pid) {
+                    fresh.push((pid, ppid, comm));
+                }
+            }
+        }
+        let mut out: Vec<Watched> = Vec::new();
+        // Parents come before children in /proc order only mostly: repeat
+        // until no more join.
+        loop {
+            let before = out.len();
+            fresh.retain(|(pid, ppid, comm)| {
+                let parent_watched = watched.iter().chain(&out).any(|w| w.pid == *ppid);
+                let join =
+                    parent_watched || has_name(&self.proc_root, *pid, comm, &self.follow.names);
+                if join {
+                    out.push(Watched {
+                        pid: *pid,
+                        comm: comm.clone(),
+                    });
+                }
+                !join
+            });
+            if out.len() == before {
+                break;
+            }
+        }
+        out
+    }
 }
 
 fn read_comm(proc_root: &Path, pid: u32) -> Option<String> {
@@ -311,6 +390,7 @@ pub struct Observer {
 impl Observer {
     pub fn start(
         watched: Vec<Watched>,
+        follow: Follow,
         every: Duration,
         threshold: Duration,
         clock: Clock,
@@ -320,7 +400,7 @@ impl Observer {
         let st = stop.clone();
         let handle = std::thread::Builder::new()
             .name("ss-observe".into())
-            .spawn(move || sample_loop(&watched, every, threshold, clock, &tx, &st))
+            .spawn(move || sample_loop(&watched, follow, every, threshold, clock, &tx, &st))
             .expect("spawn observer");
         Observer {
             stop,
@@ -357,6 +437,8 @@ fn read_tasks(task_dir: &Path) -> std::io::Result<Vec<TaskStat>> {
 struct Sampler {
     proc_root: PathBuf,
     watched: Vec<Watched>,
+    discover: Discover,
+    next_scan_ns: u64,
     runs: DRuns,
     prev: BTreeMap<u32, Prev>,
     last_tids: Vec<(u32, u32)>,
@@ -364,9 +446,12 @@ struct Sampler {
 }
 
 impl Sampler {
-    fn new(watched: &[Watched], threshold: Duration) -> Sampler {
+    fn new(watched: &[Watched], follow: Follow, threshold: Duration) -> Sampler {
+        let proc_root = PathBuf::from("/proc");
         Sampler {
-            proc_root: PathBuf::from("/proc"),
+            discover: Discover::new(&proc_root, follow, watched),
+            next_scan_ns: 0,
+            proc_root,
             watched: watched.to_vec(),
             runs: DRuns::new(threshold),
             prev: BTreeMap::new(),
@@ -381,6 +466,11 @@ impl Sampler {
             t_ns,
             ..ObsTick::default()
         };
+        if t_ns >= self.next_scan_ns {
+            self.next_scan_ns = t_ns + DISCOVER_EVERY.as_nanos() as u64;
+            tick.joined = self.discover.scan(&self.watched);
+            self.watched.extend(tick.joined.iter().cloned());
+        }
         let mut tids = Vec::new();
         for p in self.watched.clone() {
             let dir = self.proc_root.join(p.pid.to_string());
@@ -440,16 +530,20 @@ impl Sampler {
     }
 }
 
+/// How often /proc is scanned for processes that joined.
+pub const DISCOVER_EVERY: Duration = Duration::from_millis(500);
+
 /// Samples every `every` until stopped or the receiver is gone.
 fn sample_loop(
     watched: &[Watched],
+    follow: Follow,
     every: Duration,
     threshold: Duration,
     clock: Clock,
     tx: &Sender<Msg>,
     stop: &AtomicBool,
 ) {
-    let mut sampler = Sampler::new(watched, threshold);
+    let mut sampler = Sampler::new(watched, follow, threshold);
     let mut next = clock.now_ns();
     let mut last_t = next;
     loop {

@@ -287,16 +287,23 @@ impl App {
     /// Observe mode: one view per watched process after the targets. Tab
     /// and the number keys show them; they have no writers to steer.
     pub fn observe(&mut self, watched: &[Watched]) {
-        self.real = self.targets.len();
         for w in watched {
-            self.targets.push(TargetView::new(TargetMeta {
-                path: format!("{} (pid {})", w.comm, w.pid),
-                fs: "observed".into(),
-                device: "its threads".into(),
-                mount_options: "no writers of ours".into(),
-            }));
+            self.join_observed(w.clone());
         }
-        self.observed = watched.to_vec();
+    }
+
+    /// A view for one more observed process (at start, or joined later).
+    fn join_observed(&mut self, w: Watched) {
+        if self.observed.is_empty() {
+            self.real = self.targets.len();
+        }
+        self.targets.push(TargetView::new(TargetMeta {
+            path: format!("{} (pid {})", w.comm, w.pid),
+            fs: "observed".into(),
+            device: "its threads".into(),
+            mount_options: "no writers of ours".into(),
+        }));
+        self.observed.push(w);
     }
 
     pub fn observed(&self) -> &[Watched] {
@@ -326,10 +333,17 @@ impl App {
                 MAX_POINTS,
             );
         }
-        for st in &s.stalls {
-            self.add_stall(st);
-        }
         for o in &s.observed {
+            if self.observed_view(o.pid).is_none() {
+                self.join_observed(Watched {
+                    pid: o.pid,
+                    comm: o.comm.clone(),
+                });
+                self.message(
+                    format!("observed process {} ({}) joined", o.pid, o.comm),
+                    false,
+                );
+            }
             let Some(i) = self.observed_view(o.pid) else {
                 continue;
             };
@@ -350,6 +364,10 @@ impl App {
                     true,
                 );
             }
+        }
+        // After the observed views: a process that joined has one now.
+        for st in &s.stalls {
+            self.add_stall(st);
         }
         for e in &s.events {
             self.message(e.message.clone(), e.kind == EventKind::WriterError);
