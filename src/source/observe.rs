@@ -530,8 +530,10 @@ impl Sampler {
     }
 }
 
-/// How often /proc is scanned for processes that joined.
-pub const DISCOVER_EVERY: Duration = Duration::from_millis(500);
+/// How often /proc is scanned for processes that joined: every sample
+/// (a listing of /proc, and one stat read per pid never seen before), so a
+/// child that lives longer than a sample period is caught.
+pub const DISCOVER_EVERY: Duration = Duration::ZERO;
 
 /// Samples every `every` until stopped or the receiver is gone.
 fn sample_loop(
