@@ -4,7 +4,7 @@
 //! evidence. Kept free of I/O so every rule is unit-tested.
 
 use crate::config::Mode;
-use crate::model::cause::{stack_cause, Attribution, Cause, Confidence, Evidence};
+use crate::model::cause::{read_stack, Attribution, Cause, Confidence, Evidence};
 use crate::model::ops::OpKind;
 use crate::model::snapshot::BdpStats;
 
@@ -73,16 +73,39 @@ pub fn attribute(f: &StallFacts) -> Attribution {
     a
 }
 
+/// The most direct evidence decides: the op's kind, the thread's throttle
+/// sleeps, its kernel stack (which names the system call and the wait in
+/// it), its waits on pages under writeback, and only then system counters.
 fn attribute_inner(f: &StallFacts) -> Attribution {
     by_op(f)
-        .or_else(|| f.trace.and_then(by_trace))
-        // The thread's own kernel stack, caught mid-stall, is direct evidence.
+        .or_else(|| f.trace.and_then(by_throttle))
         .or_else(|| {
-            f.stack
-                .and_then(stack_cause)
-                .map(|c| high(c, Evidence::default()))
+            let mut a = by_stack(f.stack?)?;
+            // Its waits on pages under writeback detail a sync's wait.
+            if let Some(t) = f.trace.filter(|t| t.wb_waits > 0) {
+                a.evidence.wb_waits = Some(t.wb_waits);
+                a.evidence.bdi = t.bdi.clone();
+            }
+            Some(a)
         })
+        .or_else(|| f.trace.and_then(by_wb_waits))
         .unwrap_or_else(|| by_counters(f))
+}
+
+/// The thread's own kernel stack, caught mid-stall: direct evidence.
+fn by_stack(stack: &str) -> Option<Attribution> {
+    let r = read_stack(stack);
+    let cause = r.cause?;
+    let sync_op = (cause == Cause::Sync).then(|| r.syscall.clone()).flatten();
+    Some(high(
+        cause,
+        Evidence {
+            sync_op,
+            syscall: r.syscall,
+            wait: r.wait.map(str::to_string),
+            ..Evidence::default()
+        },
+    ))
 }
 
 fn high(cause: Cause, evidence: Evidence) -> Attribution {
@@ -118,8 +141,8 @@ fn by_op(f: &StallFacts) -> Option<Attribution> {
     }
 }
 
-/// The thread's own trace events: throttle sleeps, then writeback waits.
-fn by_trace(t: &ThreadTrace) -> Option<Attribution> {
+/// The thread's balance_dirty_pages sleeps.
+fn by_throttle(t: &ThreadTrace) -> Option<Attribution> {
     let b = &t.throttle;
     if b.events > 0 && b.pause_ms > 0 {
         return Some(high(
@@ -136,6 +159,11 @@ fn by_trace(t: &ThreadTrace) -> Option<Attribution> {
             },
         ));
     }
+    None
+}
+
+/// The thread's waits on pages under writeback (folio_wait_writeback).
+fn by_wb_waits(t: &ThreadTrace) -> Option<Attribution> {
     (t.wb_waits > 0).then(|| {
         high(
             Cause::WritebackWait,
@@ -208,6 +236,81 @@ mod tests {
             trace,
             counters: c,
             stack: None,
+        }
+    }
+
+    /// sched_switch stacktrace of `dd conv=fsync` blocked in fsync on
+    /// ext4, Linux 6.18 (this kernel), as the trace session compacts it.
+    const DD_FSYNC: [&str; 16] = [
+        "trace_event_raw_event_sched_switch",
+        "__traceiter_sched_switch",
+        "__schedule",
+        "schedule",
+        "io_schedule",
+        "folio_wait_bit",
+        "folio_wait_writeback",
+        "__filemap_fdatawait_range",
+        "file_write_and_wait_range",
+        "generic_buffers_fsync_noflush",
+        "ext4_fsync_nojournal.constprop.0",
+        "ext4_sync_file",
+        "do_fsync",
+        "__x64_sys_fsync",
+        "do_syscall_64",
+        "entry_SYSCALL_64_after_hwframe",
+    ];
+
+    #[test]
+    fn an_fsync_waiting_for_its_data_is_sync_not_writeback_wait() {
+        let stack = crate::model::cause::compact_stack(DD_FSYNC);
+        assert_eq!(
+            stack,
+            "folio_wait_writeback < __filemap_fdatawait_range < file_write_and_wait_range < \
+             generic_buffers_fsync_noflush < ext4_fsync_nojournal.constprop.0 < ext4_sync_file < \
+             do_fsync < sys_fsync"
+        );
+        let c = Counters::default();
+        // The trace saw its folio_wait_writeback events too: they detail the
+        // sync, they do not make it a writeback wait.
+        let t = ThreadTrace {
+            wb_waits: 12,
+            bdi: Some("254:0".into()),
+            ..ThreadTrace::default()
+        };
+        let mut f = facts(OpKind::Blocked, Some(&t), &c);
+        f.stack = Some(&stack);
+        let a = attribute(&f);
+        assert_eq!((a.cause, a.confidence), (Cause::Sync, Confidence::High));
+        assert_eq!(a.evidence.syscall.as_deref(), Some("fsync"));
+        assert_eq!(a.evidence.sync_op.as_deref(), Some("fsync"));
+        assert_eq!(a.evidence.wait.as_deref(), Some("data writeback"));
+        assert_eq!(a.evidence.wb_waits, Some(12));
+    }
+
+    #[test]
+    fn stacks_name_the_wait_inside_the_call() {
+        use crate::model::cause::read_stack;
+        let cases = [
+            // fdatasync waiting for ext4's journal commit.
+            ("jbd2_log_wait_commit < ext4_fc_commit < ext4_sync_file < do_fsync < sys_fdatasync", Some(Cause::Sync), Some("journal commit")),
+            // fsync waiting for the device's cache flush.
+            ("submit_bio_wait < blkdev_issue_flush < ext4_sync_file < do_fsync < sys_fsync", Some(Cause::Sync), Some("device cache flush")),
+            // msync of an mmap'd commitlog.
+            ("folio_wait_writeback < __filemap_fdatawait_range < file_write_and_wait_range < xfs_file_fsync < sys_msync", Some(Cause::Sync), Some("data writeback")),
+            // A write rewriting a page under writeback (stable pages).
+            ("folio_wait_stable < ext4_page_mkwrite < do_page_mkwrite < do_wp_page < handle_mm_fault < exc_page_fault < page_fault", Some(Cause::WritebackWait), Some("stable page")),
+            // Dirty throttling from a shared-mapping fault.
+            ("balance_dirty_pages < balance_dirty_pages_ratelimited_flags < fault_dirty_shared_page < do_wp_page < handle_mm_fault < page_fault", Some(Cause::DirtyThrottle), Some("dirty throttle")),
+            // A page fault reading a page in.
+            ("__folio_lock_or_retry < filemap_fault < __do_fault < handle_mm_fault < exc_page_fault < page_fault", Some(Cause::Fault), None),
+            // O_DIRECT write waiting for the device, outside any sync.
+            ("iomap_dio_rw < ext4_file_write_iter < vfs_write < ksys_write < sys_write", Some(Cause::Device), Some("device queue")),
+            // Nothing we know: unknown, never guessed.
+            ("futex_wait_queue < futex_wait < do_futex < sys_futex", None, None),
+        ];
+        for (stack, cause, wait) in cases {
+            let r = read_stack(stack);
+            assert_eq!((r.cause, r.wait), (cause, wait), "{stack}");
         }
     }
 

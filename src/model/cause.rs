@@ -16,18 +16,23 @@ pub enum Cause {
     Sync,
     /// Journal mode: no room in the journal until the next commit.
     JournalFull,
-    /// No throttling or waits seen, but the device was saturated.
+    /// No throttling or waits seen, but the device was saturated; or the
+    /// thread waited on the device queue or a cache flush outside a sync.
     Device,
+    /// A page fault waited (reading a page in, allocating one), not on
+    /// dirty throttling or a page under writeback.
+    Fault,
     Unknown,
 }
 
 impl Cause {
-    pub const ALL: [Cause; 6] = [
+    pub const ALL: [Cause; 7] = [
         Cause::DirtyThrottle,
         Cause::WritebackWait,
         Cause::Sync,
         Cause::JournalFull,
         Cause::Device,
+        Cause::Fault,
         Cause::Unknown,
     ];
     pub fn as_str(self) -> &'static str {
@@ -37,6 +42,7 @@ impl Cause {
             Cause::Sync => "sync",
             Cause::JournalFull => "journal_full",
             Cause::Device => "device",
+            Cause::Fault => "fault",
             Cause::Unknown => "unknown",
         }
     }
@@ -83,6 +89,13 @@ pub struct Evidence {
     pub sync_op: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_ms: Option<f64>,
+    /// The system call the thread was in, from its kernel stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
+    /// What it waited for inside it ("data writeback", "journal commit",
+    /// "device cache flush", …), from its kernel stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dirty_kib: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,31 +130,161 @@ const DEVICE_WAITS: [&str; 6] = [
 
 /// Kernel frames where a thread waits for the filesystem journal to commit
 /// (ext4's jbd2, xfs's log), which fsync/msync/syncfs force.
-const FS_JOURNAL_WAITS: [&str; 5] = [
+const FS_JOURNAL_WAITS: [&str; 8] = [
     "wait_transaction_locked",
     "jbd2_log_wait_commit",
+    "jbd2_complete_transaction",
     "jbd2_journal_lock_updates",
     "xlog_wait",
     "xfs_log_force",
+    "xlog_cil_force",
+    "xlog_wait_on_iclog",
 ];
+
+/// Waits on a page under writeback: data written back for a sync, or a
+/// page being rewritten while it is written (stable pages).
+const PAGE_WRITEBACK_WAITS: [&str; 4] = [
+    "folio_wait_writeback",
+    "folio_wait_stable",
+    "wait_on_page_writeback",
+    "__filemap_fdatawait_range",
+];
+
+/// A device cache flush (REQ_PREFLUSH), which fsync sends after the data.
+const FLUSH_WAITS: [&str; 2] = ["blkdev_issue_flush", "submit_bio_wait"];
+
+/// Frames of a page fault.
+const FAULT_FRAMES: [&str; 5] = [
+    "page_fault",
+    "exc_page_fault",
+    "handle_mm_fault",
+    "filemap_fault",
+    "do_page_mkwrite",
+];
+
+/// The system calls that write dirty data back and wait for it.
+const SYNC_CALLS: [&str; 7] = [
+    "fsync",
+    "fdatasync",
+    "msync",
+    "syncfs",
+    "sync_file_range",
+    "sync",
+    "sync_file_range2",
+];
+
+/// Frames to leave out of a compact stack: the scheduler and tracing
+/// machinery every blocked thread has on top.
+const SCHED_FRAMES: [&str; 12] = [
+    "trace_event_raw_event_sched_switch",
+    "__traceiter_sched_switch",
+    "__schedule",
+    "schedule",
+    "io_schedule",
+    "schedule_timeout",
+    "io_schedule_timeout",
+    "schedule_preempt_disabled",
+    "bit_wait_io",
+    "__wait_on_bit",
+    "folio_wait_bit",
+    "folio_wait_bit_common",
+];
+
+/// Kernel frames, innermost first (`func+0x1/0x2` or plain names), as one
+/// line: the scheduler's frames dropped, the innermost 10 waits kept, and
+/// the system call (`sys_fsync`) or page fault (`page_fault`) at the end.
+pub fn compact_stack<'a>(frames: impl IntoIterator<Item = &'a str>) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut entry: Option<String> = None;
+    for f in frames {
+        let f = f.split('+').next().unwrap_or(f).trim();
+        if f.is_empty() || SCHED_FRAMES.contains(&f) {
+            continue;
+        }
+        if let Some(call) = ["__x64_sys_", "__arm64_sys_", "__do_sys_", "__se_sys_"]
+            .iter()
+            .find_map(|p| f.strip_prefix(p))
+        {
+            entry.get_or_insert_with(|| format!("sys_{call}"));
+            continue;
+        }
+        if f.starts_with("asm_exc_page_fault") {
+            entry.get_or_insert_with(|| "page_fault".into());
+            continue;
+        }
+        if f.starts_with("do_syscall_64") || f.starts_with("entry_SYSCALL") {
+            continue;
+        }
+        if kept.len() < 10 {
+            kept.push(f);
+        }
+    }
+    let mut s = kept.join(" < ");
+    if let Some(e) = entry {
+        if !s.is_empty() {
+            s.push_str(" < ");
+        }
+        s.push_str(&e);
+    }
+    s
+}
+
+/// What a kernel stack says: the system call the thread was in, the wait
+/// inside it, and the cause they make.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StackReading {
+    pub cause: Option<Cause>,
+    pub syscall: Option<String>,
+    pub wait: Option<&'static str>,
+}
+
+/// Reads a compact stack (see `compact_stack`), innermost first. A stack
+/// with no wait we know of gives no cause: never guessed.
+pub fn read_stack(stack: &str) -> StackReading {
+    let has = |fs: &[&str]| fs.iter().any(|f| stack.contains(f));
+    let syscall = stack
+        .split(" < ")
+        .find_map(|f| {
+            ["sys_", "__x64_sys_", "__arm64_sys_", "__do_sys_"]
+                .iter()
+                .find_map(|p| f.strip_prefix(p))
+        })
+        .map(str::to_string);
+    let in_sync = syscall.as_deref().is_some_and(|c| SYNC_CALLS.contains(&c));
+    let in_fault = has(&FAULT_FRAMES);
+    let wait = if stack.contains("balance_dirty_pages") {
+        Some("dirty throttle")
+    } else if stack.contains("folio_wait_stable") {
+        Some("stable page")
+    } else if has(&PAGE_WRITEBACK_WAITS) {
+        Some("data writeback")
+    } else if has(&FS_JOURNAL_WAITS) {
+        Some("journal commit")
+    } else if has(&FLUSH_WAITS) {
+        Some("device cache flush")
+    } else if has(&DEVICE_WAITS) {
+        Some("device queue")
+    } else {
+        None
+    };
+    let cause = match wait {
+        Some("dirty throttle") => Some(Cause::DirtyThrottle),
+        Some(_) if in_sync => Some(Cause::Sync),
+        Some("stable page" | "data writeback") => Some(Cause::WritebackWait),
+        // Waiting for the filesystem's journal commit, which a sync forces.
+        Some("journal commit") => Some(Cause::Sync),
+        Some(_) => Some(Cause::Device),
+        None if in_fault => Some(Cause::Fault),
+        None => None,
+    };
+    StackReading {
+        cause,
+        syscall,
+        wait,
+    }
+}
 
 /// What a mid-stall kernel stack says, if it is conclusive.
 pub fn stack_cause(stack: &str) -> Option<Cause> {
-    let has = |fs: &[&str]| fs.iter().any(|f| stack.contains(f));
-    if stack.contains("balance_dirty_pages") {
-        Some(Cause::DirtyThrottle)
-    } else if has(&[
-        "folio_wait_writeback",
-        "folio_wait_stable",
-        "wait_on_page_writeback",
-    ]) {
-        Some(Cause::WritebackWait)
-    } else if has(&FS_JOURNAL_WAITS) {
-        // Waiting for the filesystem's journal commit, which a sync forces.
-        Some(Cause::Sync)
-    } else if has(&DEVICE_WAITS) {
-        Some(Cause::Device)
-    } else {
-        None
-    }
+    read_stack(stack).cause
 }

@@ -345,6 +345,13 @@ pub fn top_interval_cause(stalls: &[Stall], target: usize) -> Option<Cause> {
 /// A short human rendering of the evidence, for the table format.
 pub fn evidence_text(e: &Evidence) -> String {
     let mut parts = Vec::new();
+    // "in fsync: journal commit" first: where the thread was and for what.
+    match (&e.syscall, &e.wait) {
+        (Some(c), Some(w)) => parts.push(format!("in {c}: {w}")),
+        (Some(c), None) => parts.push(format!("in {c}")),
+        (None, Some(w)) => parts.push(w.clone()),
+        (None, None) => {}
+    }
     if let (Some(n), Some(p)) = (e.throttle_events, e.pause_ms) {
         parts.push(format!("{n} throttle sleeps, {p} ms paused"));
     }
@@ -357,7 +364,7 @@ pub fn evidence_text(e: &Evidence) -> String {
     if let Some(b) = &e.bdi {
         parts.push(format!("bdi {b}"));
     }
-    if let Some(op) = &e.sync_op {
+    if let Some(op) = e.sync_op.as_ref().filter(|_| e.syscall.is_none()) {
         parts.push(op.clone());
     }
     if let (Some(d), Some(t)) = (e.dirty_kib, e.throttle_start_kib) {

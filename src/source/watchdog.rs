@@ -110,16 +110,10 @@ pub fn task_stack(base: &str) -> Option<String> {
     (!w.is_empty() && w != "0").then(|| w.to_string())
 }
 
-/// Pure: `[<0>] folio_wait_writeback+0x2b/0x80` lines → "folio_wait_writeback < …".
+/// Pure: `[<0>] folio_wait_writeback+0x2b/0x80` lines (/proc/TID/stack)
+/// → "folio_wait_writeback < … < sys_fsync".
 pub fn compact_stack(text: &str) -> String {
-    const ENTRY: [&str; 4] = ["do_syscall_64", "entry_SYSCALL", "__x64_sys_", "asm_exc_"];
-    text.lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|f| f.split('+').next().unwrap_or(f))
-        .filter(|f| !ENTRY.iter().any(|e| f.starts_with(e)))
-        .take(8)
-        .collect::<Vec<_>>()
-        .join(" < ")
+    crate::model::cause::compact_stack(text.lines().filter_map(|l| l.split_whitespace().nth(1)))
 }
 
 impl Drop for Watchdog {

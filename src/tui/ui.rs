@@ -918,6 +918,7 @@ fn cause_color(c: Cause) -> Color {
         Cause::Sync => Color::Yellow,
         Cause::JournalFull => Color::Cyan,
         Cause::Device => Color::Blue,
+        Cause::Fault => Color::Green,
         Cause::Unknown => Color::Gray,
     }
 }
