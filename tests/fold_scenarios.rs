@@ -27,6 +27,8 @@ struct Scenario {
     targets: Vec<Target>,
     #[serde(default)]
     watch: Vec<Watched>,
+    /// Observed threads timed by the scheduler, with this stall threshold.
+    sched_threshold_ms: Option<u64>,
     steps: Vec<Step>,
 }
 
@@ -55,6 +57,12 @@ enum Step {
     },
     Trace {
         t_ms: u64,
+        tid: u32,
+        event: TraceKind,
+    },
+    /// A trace event at a microsecond (the scheduler's are that exact).
+    TraceUs {
+        t_us: u64,
         tid: u32,
         event: TraceKind,
     },
@@ -286,6 +294,9 @@ fn run(name: &str) -> Vec<Value> {
     if !sc.watch.is_empty() {
         agg.set_observed(sc.watch);
     }
+    if let Some(t) = sc.sched_threshold_ms {
+        agg.set_sched_timing(t * MS);
+    }
     let mut out = Vec::new();
     for step in sc.steps {
         match step {
@@ -297,6 +308,7 @@ fn run(name: &str) -> Vec<Value> {
             Step::KernelBase { sample } => agg.set_kernel_base(sample, 4),
             Step::Kernel { index, sample } => agg.fold_kernel(index, sample),
             Step::Trace { t_ms, tid, event } => agg.fold_trace(t_ms * MS, tid, event),
+            Step::TraceUs { t_us, tid, event } => agg.fold_trace(t_us * 1000, tid, event),
             Step::Batch(b) => agg.fold(batch(b)),
             Step::Blocked {
                 target,
@@ -358,4 +370,9 @@ fn an_observed_d_state_run() {
 #[test]
 fn a_stall_in_progress_at_the_end_of_an_interval() {
     insta::assert_json_snapshot!(run("in_progress_at_interval_end"));
+}
+
+#[test]
+fn an_observed_fsync_timed_by_the_scheduler() {
+    insta::assert_json_snapshot!(run("sched_timed_fsync"));
 }

@@ -4,12 +4,14 @@
 
 use crate::config::Mode;
 use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace};
+use crate::fold::blocks::{BlockTimer, Run};
 use crate::fold::derive::derive;
 use crate::model::kernel::TraceKind;
 use crate::model::kernel::{KernelInterval, ProcSample};
 use crate::model::msg::{Batch, EventKind, Msg};
-use crate::model::observed::{ObsTick, Watched};
+use crate::model::observed::{BlockTiming, ObsTick, Watched};
 use crate::model::ops::new_histogram;
+use crate::model::ops::OpKind;
 use crate::model::snapshot::{
     tally, BdpStats, ObservedInterval, ObservedSummary, RunEvent, Snapshot, Summary,
     TargetInterval, TargetSummary,
@@ -88,7 +90,7 @@ impl ThreadCounts {
         match kind {
             TraceKind::BalanceDirtyPages { pause_ms, .. } => self.bdp.add_pause(*pause_ms),
             TraceKind::WaitWriteback { .. } => self.wb_waits += 1,
-            TraceKind::WritebackStart { .. } => {}
+            _ => {}
         }
     }
 }
@@ -115,6 +117,8 @@ struct ObsAcc {
     exited: bool,
     /// It joined (was found) in this interval.
     joined: bool,
+    /// Scheduler-timed D time of its threads.
+    blocked_ns: u64,
     counts: ThreadCounts,
 }
 
@@ -151,6 +155,7 @@ impl ObsAcc {
         self.write_bytes += o.write_bytes;
         self.exited |= o.exited;
         self.joined |= o.joined;
+        self.blocked_ns += o.blocked_ns;
     }
 }
 
@@ -229,6 +234,10 @@ pub struct Aggregator {
     failed: Vec<bool>,
     /// Observe mode: D-state runs past the threshold, still going.
     obs_live: Vec<Blocked>,
+    /// Observe mode with the scheduler's events: blocks timed exactly (the
+    /// sampler's D-state runs are then ignored), and the stall threshold.
+    sched: Option<u64>,
+    blocks: BlockTimer,
     /// Each target's bdi ("MAJ:MIN"), to give an observed thread's stall
     /// the device evidence of the filesystem its trace events name.
     target_bdis: Vec<Option<String>>,
@@ -277,6 +286,8 @@ impl Aggregator {
             failed: Vec::new(),
             obs_live: Vec::new(),
             target_bdis: Vec::new(),
+            sched: None,
+            blocks: BlockTimer::default(),
         }
     }
 
@@ -326,6 +337,126 @@ impl Aggregator {
         }
     }
 
+    /// Observed threads' blocks come from the scheduler's events from now
+    /// on; a run of blocks of at least `threshold_ns` is a stall.
+    pub fn set_sched_timing(&mut self, threshold_ns: u64) {
+        self.sched = Some(threshold_ns);
+    }
+
+    /// How observed threads' blocks are timed.
+    pub fn timing(&self) -> BlockTiming {
+        if self.sched.is_some() {
+            BlockTiming::Sched
+        } else {
+            BlockTiming::Sampled
+        }
+    }
+
+    /// A scheduler event of an observed thread (true: it was one).
+    fn fold_sched(&mut self, t_ns: u64, tid: u32, kind: &TraceKind) -> bool {
+        let Some(Owner::Process(pid)) = self.tids.get(&tid).copied() else {
+            return matches!(
+                kind,
+                TraceKind::SchedBlock { .. }
+                    | TraceKind::SchedWake { .. }
+                    | TraceKind::Stack { .. }
+            );
+        };
+        match kind {
+            TraceKind::SchedBlock { comm } => {
+                if std::env::var("SS_DEBUG").is_ok() {
+                    eprintln!("DBG block tid={tid} t={t_ns}");
+                }
+                self.blocks.block(pid, tid, t_ns, comm)
+            }
+            TraceKind::Stack { frames } => {
+                if std::env::var("SS_DEBUG").is_ok() {
+                    eprintln!(
+                        "DBG stack tid={tid} t={t_ns} {}",
+                        &frames[..frames.len().min(60)]
+                    );
+                }
+                self.blocks.stack(tid, frames.clone())
+            }
+            TraceKind::SchedWake { waker, waker_comm } => {
+                let (ended, dur) = self.blocks.wake(tid, t_ns, (*waker, waker_comm.clone()));
+                if std::env::var("SS_DEBUG").is_ok() {
+                    eprintln!(
+                        "DBG wake tid={tid} t={t_ns} dur={dur} ended={}",
+                        ended.as_ref().map_or(0, |r| r.start_ns)
+                    );
+                }
+                let idx = t_ns / self.interval_ns;
+                self.pending_at(idx)
+                    .observed
+                    .entry(pid)
+                    .or_default()
+                    .blocked_ns += dur;
+                if let Some(run) = ended {
+                    self.run_done(run);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// A finished run of blocks: a stall of its process if long enough,
+    /// in the interval it ended in.
+    fn run_done(&mut self, run: Run) {
+        let (Some(threshold), Some(end)) = (self.sched, run.end_ns) else {
+            return;
+        };
+        let dur = end.saturating_sub(run.start_ns);
+        if dur < threshold {
+            return;
+        }
+        let b = self.run_blocked(run, Some(dur));
+        self.pending_at(end / self.interval_ns).obs_stalls.push(b);
+    }
+
+    fn run_blocked(&self, run: Run, dur_ns: Option<u64>) -> Blocked {
+        let pid = run.pid;
+        let comm = self
+            .watched
+            .iter()
+            .find(|w| w.pid == pid)
+            .map_or_else(String::new, |w| w.comm.clone());
+        Blocked {
+            who: Who::Process {
+                pid,
+                comm,
+                tid: run.tid,
+                thread_comm: run.comm,
+            },
+            op: OpKind::Blocked,
+            start_ns: run.start_ns,
+            dur_ns,
+            stack: run.stack,
+        }
+    }
+
+    /// Runs that can no longer grow at `now_ns` become stalls.
+    fn finish_runs(&mut self, now_ns: u64) {
+        for run in self.blocks.finished(now_ns) {
+            self.run_done(run);
+        }
+    }
+
+    /// Scheduler-timed blocks of observed threads going on at `now_ns`,
+    /// past the threshold.
+    fn sched_live(&self, now_ns: u64) -> Vec<Blocked> {
+        let Some(threshold) = self.sched else {
+            return Vec::new();
+        };
+        self.blocks
+            .ongoing()
+            .into_iter()
+            .filter(|r| now_ns.saturating_sub(r.start_ns) >= threshold)
+            .map(|r| self.run_blocked(r, None))
+            .collect()
+    }
+
     /// The bdi of `target`'s device (see `target_bdis`).
     pub fn set_target_bdi(&mut self, target: usize, bdi: String) {
         if self.target_bdis.len() <= target {
@@ -351,8 +482,17 @@ impl Aggregator {
                     .map(|(tid, pid)| (tid, Owner::Process(pid))),
             );
             self.obs_tids_changed = true;
+            // A thread gone while "blocked" went to its death, not a wait.
+            let tids = &self.tids;
+            self.blocks
+                .retain_open(|tid| matches!(tids.get(&tid), Some(Owner::Process(_))));
         }
-        self.obs_live = t.ongoing;
+        let (stalls, ongoing) = if self.sched.is_some() {
+            (Vec::new(), Vec::new())
+        } else {
+            (t.stalls, t.ongoing)
+        };
+        self.obs_live = ongoing;
         for w in &t.joined {
             self.watch(w.clone());
         }
@@ -369,7 +509,7 @@ impl Aggregator {
         for pid in &t.exited {
             p.observed.entry(*pid).or_default().exited = true;
         }
-        p.obs_stalls.extend(t.stalls);
+        p.obs_stalls.extend(stalls);
     }
 
     /// A target added at runtime; returns its index.
@@ -479,6 +619,9 @@ impl Aggregator {
                 .or_insert(0) += 1;
             return;
         }
+        if self.fold_sched(t_ns, tid, &kind) {
+            return;
+        }
         // An observed process's thread, or one of our writers.
         let (key, counts) = match self.tids.get(&tid).copied() {
             Some(Owner::Process(pid)) => (
@@ -562,6 +705,7 @@ impl Aggregator {
 
     /// Emits every interval that ended at least `GRACE_NS` before `now_ns`.
     pub fn tick(&mut self, now_ns: u64) -> Vec<Snapshot> {
+        self.finish_runs(now_ns);
         let mut out = Vec::new();
         while (self.next_emit + 1) * self.interval_ns + GRACE_NS <= now_ns {
             out.push(self.emit(self.interval_ns));
@@ -572,6 +716,16 @@ impl Aggregator {
     /// Emits what is left when the run stops at `end_ns` (a trailing partial
     /// interval only if it is at least half an interval long) and the summary.
     pub fn finish(mut self, end_ns: u64) -> (Vec<Snapshot>, Summary) {
+        // Blocks still going on end with the run: their runs are stalls so far.
+        for r in self.blocks.ongoing() {
+            let (ended, _) = self
+                .blocks
+                .wake(r.tid, end_ns.saturating_sub(1), (0, String::new()));
+            if let Some(run) = ended {
+                self.run_done(run);
+            }
+        }
+        self.finish_runs(u64::MAX);
         let mut out = Vec::new();
         while (self.next_emit + 1) * self.interval_ns <= end_ns {
             out.push(self.emit(self.interval_ns));
@@ -687,7 +841,9 @@ impl Aggregator {
                 .in_progress
                 .iter()
                 .chain(&self.obs_live)
-                .map(|b| self.explain(b.clone(), now_ns))
+                .cloned()
+                .chain(self.sched_live(now_ns))
+                .map(|b| self.explain(b, now_ns))
                 .collect(),
         }
     }
@@ -812,8 +968,9 @@ impl Aggregator {
                 .in_progress
                 .iter()
                 .chain(&self.obs_live)
-                .filter(|p| p.start_ns < t_end)
                 .cloned()
+                .chain(self.sched_live(t_end))
+                .filter(|p| p.start_ns < t_end)
                 .collect(),
             events: std::mem::take(&mut self.events),
             observed,
@@ -828,6 +985,7 @@ impl Aggregator {
         stalls: &[Stall],
     ) -> Vec<ObservedInterval> {
         let tracing = self.tracing;
+        let timing = self.timing();
         let mut out = Vec::with_capacity(self.watched.len());
         for w in &self.watched {
             let a = accs.remove(&w.pid).unwrap_or_default();
@@ -868,6 +1026,8 @@ impl Aggregator {
                     .iter()
                     .filter(|s| s.ev.who.pid() == Some(w.pid))
                     .count() as u32,
+                timing,
+                blocked_ms: (timing == BlockTiming::Sched).then(|| a.blocked_ns as f64 / 1e6),
             });
         }
         out
@@ -895,7 +1055,7 @@ fn add_to_trace(t: &mut ThreadTrace, kind: &TraceKind) {
             t.wb_waits += 1;
             t.bdi.get_or_insert_with(|| bdi.clone());
         }
-        TraceKind::WritebackStart { .. } => {}
+        _ => {}
     }
 }
 

@@ -295,6 +295,7 @@ mod tests {
             ("jbd2_log_wait_commit < ext4_fc_commit < ext4_sync_file < do_fsync < sys_fdatasync", Some(Cause::Sync), Some("journal commit")),
             // fsync waiting for the device's cache flush.
             ("submit_bio_wait < blkdev_issue_flush < ext4_sync_file < do_fsync < sys_fsync", Some(Cause::Sync), Some("device cache flush")),
+            ("submit_bio_wait < blkdev_issue_flush < blkdev_fsync < sys_fdatasync", Some(Cause::Sync), Some("device cache flush")),
             // msync of an mmap'd commitlog.
             ("folio_wait_writeback < __filemap_fdatawait_range < file_write_and_wait_range < xfs_file_fsync < sys_msync", Some(Cause::Sync), Some("data writeback")),
             // A write rewriting a page under writeback (stable pages).
@@ -305,6 +306,13 @@ mod tests {
             ("__folio_lock_or_retry < filemap_fault < __do_fault < handle_mm_fault < exc_page_fault < page_fault", Some(Cause::Fault), None),
             // O_DIRECT write waiting for the device, outside any sync.
             ("iomap_dio_rw < ext4_file_write_iter < vfs_write < ksys_write < sys_write", Some(Cause::Device), Some("device queue")),
+            // fsync's block allocation reading a bitmap, and waiting on a lock.
+            ("out_of_line_wait_on_bit < ext4_wait_block_bitmap < ext4_mb_init_cache < ext4_mb_load_buddy_gfp < ext4_mb_regular_allocator < ext4_mb_new_blocks < ext4_ext_map_blocks < ext4_map_blocks < ext4_do_writepages < sys_fsync", Some(Cause::Sync), Some("filesystem metadata I/O")),
+            ("rwsem_down_write_slowpath < down_write < ext4_map_blocks < ext4_do_writepages < ext4_writepages < do_writepages < filemap_fdatawrite_wbc < sys_fsync", Some(Cause::Sync), Some("lock held by another thread")),
+            // unlink waiting for a discard: the device, not a sync.
+            ("wait_for_completion_io_timeout < submit_bio_wait < blkdev_issue_discard < ext4_free_blocks < ext4_truncate < ext4_evict_inode < do_unlinkat < sys_unlinkat", Some(Cause::Device), Some("device discard")),
+            // A lock wait in write(): where, not why; unknown.
+            ("rwsem_down_write_slowpath < down_write < ext4_buffered_write_iter < vfs_write < sys_write", None, Some("lock held by another thread")),
             // Nothing we know: unknown, never guessed.
             ("futex_wait_queue < futex_wait < do_futex < sys_futex", None, None),
         ];

@@ -5,4 +5,5 @@
 
 pub mod aggregate;
 pub mod attribute;
+pub mod blocks;
 pub mod derive;

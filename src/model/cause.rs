@@ -150,8 +150,30 @@ const PAGE_WRITEBACK_WAITS: [&str; 4] = [
     "__filemap_fdatawait_range",
 ];
 
+/// Waits on a filesystem's own blocks (bitmaps, inode tables, journal
+/// buffers): written or read through the buffer cache.
+const METADATA_WAITS: [&str; 6] = [
+    "__sync_dirty_buffer",
+    "__wait_on_buffer",
+    "ext4_wait_block_bitmap",
+    "ext4_read_block_bitmap",
+    "__bread_gfp",
+    "xfs_buf_read_map",
+];
+
+/// Sleeping locks: the thread waits for another thread to let go.
+const LOCK_WAITS: [&str; 4] = [
+    "rwsem_down_write_slowpath",
+    "rwsem_down_read_slowpath",
+    "__mutex_lock",
+    "mutex_lock",
+];
+
 /// A device cache flush (REQ_PREFLUSH), which fsync sends after the data.
-const FLUSH_WAITS: [&str; 2] = ["blkdev_issue_flush", "submit_bio_wait"];
+const FLUSH_WAITS: [&str; 1] = ["blkdev_issue_flush"];
+
+/// A discard (TRIM) the filesystem sends and waits for, e.g. on unlink.
+const DISCARD_WAITS: [&str; 2] = ["blkdev_issue_discard", "__blkdev_issue_discard"];
 
 /// Frames of a page fault.
 const FAULT_FRAMES: [&str; 5] = [
@@ -260,8 +282,14 @@ pub fn read_stack(stack: &str) -> StackReading {
         Some("data writeback")
     } else if has(&FS_JOURNAL_WAITS) {
         Some("journal commit")
+    } else if has(&METADATA_WAITS) {
+        Some("filesystem metadata I/O")
+    } else if has(&LOCK_WAITS) {
+        Some("lock held by another thread")
     } else if has(&FLUSH_WAITS) {
         Some("device cache flush")
+    } else if has(&DISCARD_WAITS) {
+        Some("device discard")
     } else if has(&DEVICE_WAITS) {
         Some("device queue")
     } else {
@@ -270,10 +298,15 @@ pub fn read_stack(stack: &str) -> StackReading {
     let cause = match wait {
         Some("dirty throttle") => Some(Cause::DirtyThrottle),
         Some(_) if in_sync => Some(Cause::Sync),
+        // Inside a sync call whatever the wait: it is the sync's.
+        None if in_sync => Some(Cause::Sync),
         Some("stable page" | "data writeback") => Some(Cause::WritebackWait),
         // Waiting for the filesystem's journal commit, which a sync forces.
         Some("journal commit") => Some(Cause::Sync),
-        Some(_) => Some(Cause::Device),
+        Some("device cache flush" | "device queue" | "device discard") => Some(Cause::Device),
+        // A lock or metadata wait outside a sync: where, not why.
+        Some(_) if in_fault => Some(Cause::Fault),
+        Some(_) => None,
         None if in_fault => Some(Cause::Fault),
         None => None,
     };

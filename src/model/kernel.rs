@@ -157,4 +157,13 @@ pub enum TraceKind {
         reason: String,
         nr_pages: i64,
     },
+    /// sched_switch: the thread went to sleep in D (uninterruptible or
+    /// killable); `comm` is its name.
+    SchedBlock { comm: String },
+    /// sched_wakeup of the thread; `waker` is the task the event ran in
+    /// (the one that woke it; 0 is an interrupt on an idle CPU).
+    SchedWake { waker: u32, waker_comm: String },
+    /// The thread's kernel stack as it blocked (the `stacktrace` trigger on
+    /// sched_switch), compacted innermost first (`model::cause::compact_stack`).
+    Stack { frames: String },
 }

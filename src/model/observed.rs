@@ -49,3 +49,30 @@ pub struct Follow {
     pub pids: Vec<u32>,
     pub names: Vec<String>,
 }
+
+/// How observed threads' blocks are timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockTiming {
+    /// /proc/PID/task/*/stat read every `--observe-every` (no root): a
+    /// block is known to ± one period, shorter ones may be missed.
+    #[default]
+    Sampled,
+    /// The scheduler's sched_switch and sched_wakeup (root): every block
+    /// to the microsecond, with its kernel stack and its waker.
+    Sched,
+}
+
+impl BlockTiming {
+    pub fn describe(self, every: std::time::Duration) -> String {
+        match self {
+            BlockTiming::Sampled => format!(
+                "blocking times sampled from /proc every {} ms (to within one period)",
+                every.as_millis()
+            ),
+            BlockTiming::Sched => {
+                "blocking times from the scheduler (sched_switch/sched_wakeup), exact".into()
+            }
+        }
+    }
+}

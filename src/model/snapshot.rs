@@ -112,6 +112,14 @@ pub struct ObservedInterval {
     pub wb_waits: Option<u64>,
     /// Stalls of its threads that ended in this interval.
     pub stalls: u32,
+    /// How its blocks were timed.
+    #[serde(default)]
+    pub timing: crate::model::observed::BlockTiming,
+    /// Time its threads spent blocked in D, summed over them, from the
+    /// scheduler (a block counts in the interval it ends); None when
+    /// sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_ms: Option<f64>,
 }
 
 /// Whole-run figures of one observed process.

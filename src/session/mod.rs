@@ -304,7 +304,13 @@ impl Session {
         };
         s.start_engines()?;
         match TraceSession::start(None) {
-            Ok(t) => {
+            Ok(mut t) => {
+                if !s.prepared.watched.is_empty() {
+                    match t.enable_sched() {
+                        Ok(()) => s.agg.set_sched_timing(timing.threshold.as_nanos() as u64),
+                        Err(why) => eprintln!("stallscope: {why}; blocking times stay sampled"),
+                    }
+                }
                 s.trace = Some(t);
                 s.agg.set_tracing(true);
                 s.refresh_trace_filters();
@@ -324,9 +330,9 @@ impl Session {
                 .map(|w| format!("{} ({})", w.pid, w.comm))
                 .collect();
             eprintln!(
-                "stallscope: observing {}, every {}{}",
+                "stallscope: observing {} and what they fork; {}{}",
                 names.join(", "),
-                cfg.observe_every,
+                s.agg.timing().describe(cfg.observe_every.0),
                 if s.prepared.targets.is_empty() {
                     ", no writers of our own"
                 } else {
@@ -445,7 +451,7 @@ impl Session {
         for s in &slots {
             self.agg.set_tid(s.inflight.tid(), s.target, s.thread);
         }
-        if let Some(t) = &self.trace {
+        if let Some(t) = self.trace.as_mut() {
             let tids: Vec<u32> = slots
                 .iter()
                 .map(|s| s.inflight.tid())
@@ -471,6 +477,9 @@ impl Session {
             }
             if let Err(e) = t.set_filters(&tids, &bdis) {
                 eprintln!("stallscope: cannot set trace filters: {e}");
+            }
+            if let Err(e) = t.set_sched_filter(&self.obs_tids) {
+                eprintln!("stallscope: {e}");
             }
         }
     }

@@ -30,6 +30,9 @@ pub const EVENTS: [&str; 3] = [
     "folio_wait_writeback",
     "writeback_start",
 ];
+/// The scheduler's events that time every block of an observed thread
+/// exactly (`enable_sched`).
+pub const SCHED_EVENTS: [&str; 2] = ["sched_switch", "sched_wakeup"];
 /// Per-CPU ring buffer of our instance: enough for a few seconds of throttling
 /// events from filtered writers between drains, small next to RAM.
 pub const BUFFER_SIZE_KB: u32 = 1024;
@@ -50,6 +53,9 @@ pub fn mono_now_ns() -> u64 {
 /// None for other events, `LOST` notices and anything malformed.
 pub fn parse_line(line: &str) -> Option<TraceEvent> {
     let line = line.trim_end_matches(['\n', '\r']);
+    if let Some(ev) = parse_sched(line) {
+        return Some(ev);
+    }
     // The earliest `: <event>: ` splits header from payload; a task name (at
     // most 15 bytes) is too short to contain one.
     let (at, event) = EVENTS
@@ -95,6 +101,61 @@ pub fn parse_line(line: &str) -> Option<TraceEvent> {
         tid,
         kind,
     })
+}
+
+/// A sched_switch into D, a sched_wakeup, or the `<stack trace>` header a
+/// stacktrace trigger writes (its ` => frame` lines follow; see `drain`).
+/// Names may hold spaces: a value runs to the next ` key=`.
+fn parse_sched(line: &str) -> Option<TraceEvent> {
+    let between = |p: &str, from: &str, to: &str| -> Option<String> {
+        let start = p.find(from)? + from.len();
+        let end = start + p[start..].find(to)?;
+        Some(p[start..end].to_string())
+    };
+    if let Some(at) = line.find(": sched_switch: ") {
+        let (_, t) = parse_header(&line[..at])?;
+        let p = &line[at + 16..];
+        let state = between(p, " prev_state=", " ==> ")?;
+        if !state.contains('D') {
+            return None;
+        }
+        return Some(TraceEvent {
+            t_mono_ns: t,
+            tid: between(p, " prev_pid=", " ")?.parse().ok()?,
+            kind: TraceKind::SchedBlock {
+                comm: between(p, "prev_comm=", " prev_pid=")?,
+            },
+        });
+    }
+    if let Some(at) = line.find(": sched_wakeup: ") {
+        let header = &line[..at];
+        let (waker, t) = parse_header(header)?;
+        let p = &line[at + 16..];
+        return Some(TraceEvent {
+            t_mono_ns: t,
+            tid: between(p, " pid=", " ")?.parse().ok()?,
+            kind: TraceKind::SchedWake {
+                waker,
+                waker_comm: task_name(header).unwrap_or_default(),
+            },
+        });
+    }
+    let at = line.find(": <stack trace>")?;
+    let (tid, t) = parse_header(&line[..at])?;
+    Some(TraceEvent {
+        t_mono_ns: t,
+        tid,
+        kind: TraceKind::Stack {
+            frames: String::new(),
+        },
+    })
+}
+
+/// The task name of a header (`  postgres-1234  [001] ...`).
+fn task_name(header: &str) -> Option<String> {
+    let task = header.trim_start().split(" [").next()?.trim_end();
+    let task = task.split(" (").next()?;
+    Some(task.rsplit_once('-')?.0.to_string())
 }
 
 /// The count of a `CPU:1 [LOST 300 EVENTS]` notice: the ring buffer overran
@@ -154,6 +215,11 @@ pub struct TraceSession {
     pipe: Option<File>,
     partial: Vec<u8>,
     lost: u64,
+    /// The scheduler's events are on (`enable_sched`), and our trigger.
+    sched: bool,
+    trigger: Option<String>,
+    /// A `<stack trace>` whose ` => frame` lines are still coming.
+    stack: Option<(TraceEvent, Vec<String>)>,
 }
 
 impl TraceSession {
@@ -188,6 +254,9 @@ impl TraceSession {
             pipe: None,
             partial: Vec::new(),
             lost: 0,
+            sched: false,
+            trigger: None,
+            stack: None,
         };
         for name in remove_stale_instances(root) {
             crate::base::error::note!(
@@ -278,13 +347,101 @@ impl TraceSession {
         let complete: Vec<u8> = self.partial.drain(..=last_nl).collect();
         let mut out = Vec::new();
         for line in String::from_utf8_lossy(&complete).lines() {
-            if let Some(ev) = parse_line(line) {
-                out.push(ev);
-            } else if let Some(n) = parse_lost(line) {
-                self.lost += n;
+            // ` => frame` lines of a stack trace follow its header line.
+            if let Some(frame) = line.strip_prefix(" => ") {
+                if let Some((_, frames)) = self.stack.as_mut() {
+                    frames.push(frame.trim().to_string());
+                }
+                continue;
+            }
+            out.extend(self.finish_stack());
+            match parse_line(line) {
+                Some(ev) if matches!(ev.kind, TraceKind::Stack { .. }) => {
+                    self.stack = Some((ev, Vec::new()));
+                }
+                Some(ev) => out.push(ev),
+                None => {
+                    if let Some(n) = parse_lost(line) {
+                        self.lost += n;
+                    }
+                }
             }
         }
         out
+    }
+
+    /// The stack trace being read, as an event, once its frames are in.
+    fn finish_stack(&mut self) -> Option<TraceEvent> {
+        let (mut ev, frames) = self.stack.take()?;
+        ev.kind = TraceKind::Stack {
+            frames: crate::model::cause::compact_stack(frames.iter().map(String::as_str)),
+        };
+        Some(ev)
+    }
+
+    /// Times every block of the threads named by `set_sched_filter`:
+    /// sched_switch into D (with a kernel stack per block, from a
+    /// `stacktrace` trigger) and sched_wakeup. Err when this kernel lacks
+    /// the events; the session then keeps the /proc sampler's timing.
+    pub fn enable_sched(&mut self) -> Result<(), String> {
+        for e in SCHED_EVENTS {
+            if !self.root.join("events/sched").join(e).is_dir() {
+                return Err(format!("event sched:{e} missing on this kernel"));
+            }
+        }
+        self.sched = true;
+        self.set_sched_filter(&[])
+    }
+
+    /// Restricts the scheduler's events to threads `tids` (an empty list:
+    /// none, the events off). May be called again at any time.
+    pub fn set_sched_filter(&mut self, tids: &[u32]) -> Result<(), String> {
+        if !self.sched {
+            return Ok(());
+        }
+        let or = |field: &str| {
+            tids.iter()
+                .map(|t| format!("{field} == {t}"))
+                .collect::<Vec<_>>()
+                .join(" || ")
+        };
+        let (prev, woken) = (or("prev_pid"), or("pid"));
+        if prev.len() + 20 >= MAX_FILTER_BYTES {
+            return Err(format!(
+                "{} threads are too many for a scheduler filter: blocking times stay sampled",
+                tids.len()
+            ));
+        }
+        let switch = format!("prev_state & 2 && ({prev})");
+        self.clear_sched_trigger();
+        let on = if tids.is_empty() { "0" } else { "1" };
+        if tids.is_empty() {
+            for e in SCHED_EVENTS {
+                self.write(&format!("events/sched/{e}/enable"), "0")?;
+            }
+            return Ok(());
+        }
+        self.write("events/sched/sched_switch/filter", &switch)?;
+        self.write("events/sched/sched_wakeup/filter", &woken)?;
+        let trigger = format!("stacktrace if {switch}");
+        self.write("events/sched/sched_switch/trigger", &trigger)?;
+        self.trigger = Some(trigger);
+        for e in SCHED_EVENTS {
+            self.write(&format!("events/sched/{e}/enable"), on)?;
+        }
+        Ok(())
+    }
+
+    /// Removes our stacktrace trigger (a trigger keeps the instance busy).
+    fn clear_sched_trigger(&mut self) {
+        if let Some(t) = self.trigger.take() {
+            let _ = self.write("events/sched/sched_switch/trigger", &format!("!{t}"));
+        }
+    }
+
+    /// Whether the scheduler's events time blocks (see `enable_sched`).
+    pub fn sched(&self) -> bool {
+        self.sched
     }
 
     /// Events the kernel dropped because the buffer overran (sum of LOST notices).
@@ -339,6 +496,12 @@ impl Drop for TraceSession {
             for e in EVENTS {
                 let _ = self.write(&format!("events/writeback/{e}/enable"), "0");
             }
+            self.clear_sched_trigger();
+            if self.sched {
+                for e in SCHED_EVENTS {
+                    let _ = self.write(&format!("events/sched/{e}/enable"), "0");
+                }
+            }
             if let Err(e) = fs::remove_dir(&self.instance) {
                 crate::base::error::note!(
                     "stallscope: cannot remove tracefs instance {}: {e}",
@@ -380,12 +543,29 @@ pub fn remove_stale_instances(tracefs_root: &Path) -> Vec<String> {
         if pid <= 0 || pid_alive(pid) {
             continue;
         }
+        clear_triggers(&entry.path());
         if fs::remove_dir(entry.path()).is_ok() {
             removed.push(name);
         }
     }
     removed.sort();
     removed
+}
+
+/// Removes every trigger a dead run left on its instance's sched_switch
+/// (they keep the instance from being removed).
+fn clear_triggers(instance: &Path) {
+    let file = instance.join("events/sched/sched_switch/trigger");
+    let Ok(text) = fs::read_to_string(&file) else {
+        return;
+    };
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let t = line.split(" [").next().unwrap_or(line).trim();
+        let _ = fs::write(&file, format!("!{t}"));
+    }
 }
 
 fn pid_alive(pid: i32) -> bool {
