@@ -133,7 +133,7 @@ fn has_name(proc_root: &Path, pid: u32, comm: &str, names: &[String]) -> bool {
             let s = String::from_utf8_lossy(&first).to_string();
             s.rsplit('/').next().map(str::to_string)
         });
-    argv0.is_some_and(|a| names.iter().any(|n| *n == a))
+    argv0.is_some_and(|a| names.contains(&a))
 }
 
 /// Parent pid and comm from /proc/PID/stat.
