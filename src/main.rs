@@ -22,24 +22,10 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     ] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
+    let config = cli.config.as_deref();
     match cli.command {
-        Some(Command::Run(args)) => {
-            let cfg = stallscope::cli::layered(cli.config.as_deref(), &args)?;
-            let mut metrics = stallscope::sink::metrics::start(args.metrics_listen)?;
-            let stdout = std::io::stdout().lock();
-            let mut printer = Printer::new(std::io::BufWriter::new(stdout), cfg.format);
-            let mut sink = stallscope::sink::Tee(&mut printer, &mut metrics);
-            stallscope::session::run(&cfg, args.record.as_deref(), &stop, &mut sink)?;
-            Ok(())
-        }
-        Some(Command::Replay { file, speed, ui }) => {
-            let rec = stallscope::sink::recording::read(&file)
-                .map_err(|e| stallscope::base::error::UsageError::new(format!("{e:#}")))?;
-            if let Some(note) = rec.damage_note() {
-                eprintln!("stallscope: {note}");
-            }
-            stallscope::tui::replay::run_replay(rec, &ui.options(), speed, &stop)
-        }
+        Some(Command::Run(args)) => run(config, &args, &stop),
+        Some(Command::Replay { file, speed, ui }) => replay(&file, speed, &ui, &stop),
         Some(Command::Report {
             file,
             svg,
@@ -47,63 +33,98 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             from,
             to,
         }) => stallscope::cmd::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
-        Some(Command::Compare(a)) => compare(cli.config.as_deref(), a, &stop),
-        Some(Command::Lab(cmd)) => {
-            use stallscope::cli::LabCommand;
-            use stallscope::cmd::lab::cmd;
-            match cmd {
-                LabCommand::Up {
-                    fs,
-                    size,
-                    dir,
-                    cap,
-                    dirty_bytes,
-                    dirty_background_bytes,
-                    stable_writes,
-                } => cmd::up(&cmd::UpOptions {
-                    fs,
-                    size,
-                    dir,
-                    cap,
-                    dirty_bytes,
-                    dirty_background_bytes,
-                    stable_writes,
-                }),
-                LabCommand::Down { dir } => cmd::down(&dir),
-                LabCommand::Status { dir } => cmd::status(&dir),
-            }
-        }
-        Some(Command::Probe { targets }) => {
-            for t in &targets {
-                stallscope::source::scratch::check_target(t)?;
-            }
-            print!(
-                "{}",
-                stallscope::cmd::probe::render(&stallscope::cmd::probe::gather(&targets))
-            );
-            Ok(())
-        }
-        Some(Command::Watch { workload, ui }) => {
-            let cfg = stallscope::cli::layered(cli.config.as_deref(), &workload)?;
-            stallscope::tui::term::run_dashboard(
-                &cfg,
-                &ui.options(),
-                workload.record.clone(),
-                workload.metrics_listen,
-                stop,
-            )
-        }
-        None => {
-            let cfg = stallscope::cli::layered(cli.config.as_deref(), &cli.workload)?;
-            stallscope::tui::term::run_dashboard(
-                &cfg,
-                &cli.ui.options(),
-                cli.workload.record.clone(),
-                cli.workload.metrics_listen,
-                stop,
-            )
-        }
+        Some(Command::Compare(a)) => compare(config, a, &stop),
+        Some(Command::Lab(cmd)) => lab(cmd),
+        Some(Command::Probe { targets }) => probe(&targets),
+        Some(Command::Watch { workload, ui }) => dashboard(config, &workload, &ui, stop),
+        None => dashboard(config, &cli.workload, &cli.ui, stop),
     }
+}
+
+/// `stallscope run`: headless, table or JSON lines on stdout.
+fn run(
+    config: Option<&std::path::Path>,
+    args: &stallscope::cli::WorkloadArgs,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let cfg = stallscope::cli::layered(config, args)?;
+    let mut metrics = stallscope::sink::metrics::start(args.metrics_listen)?;
+    let stdout = std::io::stdout().lock();
+    let mut printer = Printer::new(std::io::BufWriter::new(stdout), cfg.format);
+    let mut sink = stallscope::sink::Tee(&mut printer, &mut metrics);
+    stallscope::session::run(&cfg, args.record.as_deref(), stop, &mut sink)?;
+    Ok(())
+}
+
+/// `stallscope replay`: the dashboard fed from a recording.
+fn replay(
+    file: &std::path::Path,
+    speed: u32,
+    ui: &stallscope::cli::UiArgs,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let rec = stallscope::sink::recording::read(file)
+        .map_err(|e| stallscope::base::error::UsageError::new(format!("{e:#}")))?;
+    if let Some(note) = rec.damage_note() {
+        eprintln!("stallscope: {note}");
+    }
+    stallscope::tui::replay::run_replay(rec, &ui.options(), speed, stop)
+}
+
+/// `stallscope lab up|down|status`.
+fn lab(cmd: stallscope::cli::LabCommand) -> anyhow::Result<()> {
+    use stallscope::cli::LabCommand;
+    use stallscope::cmd::lab::cmd;
+    match cmd {
+        LabCommand::Up {
+            fs,
+            size,
+            dir,
+            cap,
+            dirty_bytes,
+            dirty_background_bytes,
+            stable_writes,
+        } => cmd::up(&cmd::UpOptions {
+            fs,
+            size,
+            dir,
+            cap,
+            dirty_bytes,
+            dirty_background_bytes,
+            stable_writes,
+        }),
+        LabCommand::Down { dir } => cmd::down(&dir),
+        LabCommand::Status { dir } => cmd::status(&dir),
+    }
+}
+
+/// `stallscope probe`: what this machine can show.
+fn probe(targets: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    for t in targets {
+        stallscope::source::scratch::check_target(t)?;
+    }
+    print!(
+        "{}",
+        stallscope::cmd::probe::render(&stallscope::cmd::probe::gather(targets))
+    );
+    Ok(())
+}
+
+/// The dashboard (`stallscope` or `stallscope watch`).
+fn dashboard(
+    config: Option<&std::path::Path>,
+    workload: &stallscope::cli::WorkloadArgs,
+    ui: &stallscope::cli::UiArgs,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let cfg = stallscope::cli::layered(config, workload)?;
+    stallscope::tui::term::run_dashboard(
+        &cfg,
+        &ui.options(),
+        workload.record.clone(),
+        workload.metrics_listen,
+        stop,
+    )
 }
 
 /// `stallscope compare`: defaults < preset < config file < options.

@@ -159,86 +159,19 @@ pub fn up(o: &UpOptions) -> anyhow::Result<()> {
 }
 
 fn build(o: &UpOptions, st: &mut LabState) -> anyhow::Result<()> {
-    let dir = &o.dir;
     for fs in &o.fs {
-        let image = dir.join(format!("{fs}.img"));
-        st.push(
-            dir,
-            Step::Image {
-                path: image.clone(),
-            },
-        )?;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&image)?;
-        f.set_len(o.size.0)?;
-        drop(f);
-        st.push(
-            dir,
-            Step::Loop {
-                image: image.clone(),
-                device: None,
-            },
-        )?;
-        let dev = sh(
-            "losetup",
-            &["--direct-io=on", "-f", "--show", &image.to_string_lossy()],
-        )?;
-        st.amend_last(
-            dir,
-            Step::Loop {
-                image: image.clone(),
-                device: Some(dev.clone()),
-            },
-        )?;
-        let force = if fs == "ext4" { "-F" } else { "-f" };
-        eprintln!("stallscope: mkfs.{fs} on {dev} ({})", o.size);
-        sh(&format!("mkfs.{fs}"), &["-q", force, &dev])?;
-        let mnt = dir.join("mnt").join(fs);
-        std::fs::create_dir_all(&mnt)?;
-        st.push(
-            dir,
-            Step::Mount {
-                device: dev.clone(),
-                mount: mnt.clone(),
-                fs: fs.clone(),
-            },
-        )?;
-        sh("mount", &[&dev, &mnt.to_string_lossy()])?;
+        let dev = loop_device(o, st, fs)?;
+        mount_fs(o, st, fs, &dev)?;
         if o.stable_writes {
-            let name = dev.trim_start_matches("/dev/");
-            let path = PathBuf::from(format!("/sys/block/{name}/queue/stable_writes"));
-            let original = std::fs::read_to_string(&path)?.trim().to_string();
-            st.push(
-                dir,
-                Step::Sysfs {
-                    path: path.clone(),
-                    original,
-                },
-            )?;
-            std::fs::write(&path, "1")?;
+            stable_writes(o, st, &dev)?;
         }
         if o.cap.0 > 0 {
-            let method =
-                cap_method().map_err(|why| UsageError::new(format!("--cap {}: {why}", o.cap)))?;
-            st.cap_method = Some(method.to_string());
-            let (major, minor) = dev_numbers(&dev)?;
-            let original = blkio_cap(major, minor)?;
-            st.push(
-                dir,
-                Step::BlkioCap {
-                    major,
-                    minor,
-                    original,
-                },
-            )?;
-            std::fs::write(BLKIO_WRITE_BPS, format!("{major}:{minor} {}", o.cap.0))?;
+            cap_device(o, st, &dev)?;
         }
     }
     if let Some(d) = o.dirty_bytes {
         let original = DirtyLimits::read()?;
-        st.push(dir, Step::Dirty { original })?;
+        st.push(&o.dir, Step::Dirty { original })?;
         let bg = o.dirty_background_bytes.map_or(d.0 / 4, |b| b.0);
         DirtyLimits {
             dirty_bytes: d.0,
@@ -248,6 +181,97 @@ fn build(o: &UpOptions, st: &mut LabState) -> anyhow::Result<()> {
         }
         .write()?;
     }
+    Ok(())
+}
+
+/// A sparse image of the lab's size attached to a loop device (direct
+/// I/O, so the loop file does not double-cache); each step recorded first.
+fn loop_device(o: &UpOptions, st: &mut LabState, fs: &str) -> anyhow::Result<String> {
+    let dir = &o.dir;
+    let image = dir.join(format!("{fs}.img"));
+    st.push(
+        dir,
+        Step::Image {
+            path: image.clone(),
+        },
+    )?;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&image)?;
+    f.set_len(o.size.0)?;
+    drop(f);
+    st.push(
+        dir,
+        Step::Loop {
+            image: image.clone(),
+            device: None,
+        },
+    )?;
+    let dev = sh(
+        "losetup",
+        &["--direct-io=on", "-f", "--show", &image.to_string_lossy()],
+    )?;
+    st.amend_last(
+        dir,
+        Step::Loop {
+            image,
+            device: Some(dev.clone()),
+        },
+    )?;
+    Ok(dev)
+}
+
+/// mkfs on the loop device, mounted under DIR/mnt/<fs>.
+fn mount_fs(o: &UpOptions, st: &mut LabState, fs: &str, dev: &str) -> anyhow::Result<()> {
+    let force = if fs == "ext4" { "-F" } else { "-f" };
+    eprintln!("stallscope: mkfs.{fs} on {dev} ({})", o.size);
+    sh(&format!("mkfs.{fs}"), &["-q", force, dev])?;
+    let mnt = o.dir.join("mnt").join(fs);
+    std::fs::create_dir_all(&mnt)?;
+    st.push(
+        &o.dir,
+        Step::Mount {
+            device: dev.to_string(),
+            mount: mnt.clone(),
+            fs: fs.to_string(),
+        },
+    )?;
+    sh("mount", &[dev, &mnt.to_string_lossy()])?;
+    Ok(())
+}
+
+/// Turns on stable pages for the device (rewrites wait for writeback).
+fn stable_writes(o: &UpOptions, st: &mut LabState, dev: &str) -> anyhow::Result<()> {
+    let name = dev.trim_start_matches("/dev/");
+    let path = PathBuf::from(format!("/sys/block/{name}/queue/stable_writes"));
+    let original = std::fs::read_to_string(&path)?.trim().to_string();
+    st.push(
+        &o.dir,
+        Step::Sysfs {
+            path: path.clone(),
+            original,
+        },
+    )?;
+    std::fs::write(&path, "1")?;
+    Ok(())
+}
+
+/// Caps the device's writes (cgroup v1 blkio throttle on the root group).
+fn cap_device(o: &UpOptions, st: &mut LabState, dev: &str) -> anyhow::Result<()> {
+    let method = cap_method().map_err(|why| UsageError::new(format!("--cap {}: {why}", o.cap)))?;
+    st.cap_method = Some(method.to_string());
+    let (major, minor) = dev_numbers(dev)?;
+    let original = blkio_cap(major, minor)?;
+    st.push(
+        &o.dir,
+        Step::BlkioCap {
+            major,
+            minor,
+            original,
+        },
+    )?;
+    std::fs::write(BLKIO_WRITE_BPS, format!("{major}:{minor} {}", o.cap.0))?;
     Ok(())
 }
 
