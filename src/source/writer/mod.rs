@@ -97,6 +97,50 @@ struct ThreadCtx {
     stop: Arc<AtomicBool>,
 }
 
+/// What every thread of one engine starts from.
+struct Shared<'a> {
+    spec: &'a EngineSpec,
+    timing: Timing,
+    handover: &'a Handover,
+    stop: Arc<AtomicBool>,
+}
+
+impl Shared<'_> {
+    fn thread(&self, thread: u32, inflight: Arc<InFlight>) -> ThreadCtx {
+        ThreadCtx {
+            spec: self.spec.clone(),
+            thread,
+            timing: self.timing,
+            handover: self.handover.clone(),
+            inflight,
+            stop: self.stop.clone(),
+        }
+    }
+}
+
+/// The commitlog shapes share one log; buffered writers each append to
+/// their own files, as independent write() streams do.
+fn open_logs(spec: &EngineSpec, kind: LogKind) -> io::Result<Vec<Arc<SegmentLog>>> {
+    let sync_on = spec.sync != SyncPolicy::None;
+    let n_logs = if kind == LogKind::Buffered {
+        spec.threads
+    } else {
+        1
+    };
+    (0..n_logs)
+        .map(|i| {
+            let prefix = if n_logs > 1 {
+                format!("w{i}-")
+            } else {
+                String::new()
+            };
+            let budget = spec.disk_budget / n_logs as u64;
+            SegmentLog::create(&spec.dir, &prefix, kind, spec.segment_size, budget, sync_on)
+                .map(Arc::new)
+        })
+        .collect()
+}
+
 impl Engine {
     /// Checks the target can take this mode, then starts the threads.
     pub fn start(spec: &EngineSpec, timing: Timing, handover: Handover) -> anyhow::Result<Engine> {
@@ -114,104 +158,83 @@ impl Engine {
             handles: Vec::new(),
             slots: Vec::new(),
         };
-        let sync_thread = spec.threads; // the sync/commit thread's id
-        let ctx = |thread: u32, eng: &mut Engine| {
-            let inflight = Arc::new(InFlight::default());
-            eng.slots.push(WatchSlot {
-                target: spec.target,
-                thread,
-                inflight: inflight.clone(),
-            });
-            ThreadCtx {
-                spec: spec.clone(),
-                thread,
-                timing,
-                handover: handover.clone(),
-                inflight,
-                stop: stop.clone(),
-            }
+        let sh = Shared {
+            spec,
+            timing,
+            handover: &handover,
+            stop,
         };
         match spec.mode {
-            Mode::Journal => {
-                let shared = Arc::new(journal::Journal::create(spec)?);
-                for t in 0..spec.threads {
-                    let c = ctx(t, &mut eng);
-                    let w = journal::JournalWriter::new(shared.clone(), spec, stop.clone());
-                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
-                        writer_loop(c, w)
-                    });
-                }
-                let c = ctx(sync_thread, &mut eng);
-                let committer = shared.clone();
-                eng.spawn(format!("ss-commit{}", spec.target), c, move |c| {
-                    journal::committer_loop(c, committer)
-                });
-                for a in 0..journal::APPLIERS {
-                    // Background like the kernel's flusher: not timed, not watched.
-                    let c = ThreadCtx {
-                        spec: spec.clone(),
-                        thread: sync_thread + 1 + a,
-                        timing,
-                        handover: handover.clone(),
-                        inflight: Arc::new(InFlight::default()),
-                        stop: stop.clone(),
-                    };
-                    let j = shared.clone();
-                    eng.spawn(format!("ss-apply{}-{a}", spec.target), c, move |c| {
-                        journal::applier_loop(c, j, a)
-                    });
-                }
-            }
-            mode => {
-                let kind = match mode {
-                    Mode::Mmap => LogKind::Mmap,
-                    Mode::Buffered => LogKind::Buffered,
-                    _ => LogKind::Direct,
-                };
-                let sync_on = spec.sync != SyncPolicy::None;
-                // The commitlog shapes share one log; buffered writers each
-                // append to their own files, as independent write() streams do.
-                let n_logs = if kind == LogKind::Buffered {
-                    spec.threads
-                } else {
-                    1
-                };
-                let logs = (0..n_logs)
-                    .map(|i| {
-                        let prefix = if n_logs > 1 {
-                            format!("w{i}-")
-                        } else {
-                            String::new()
-                        };
-                        let budget = spec.disk_budget / n_logs as u64;
-                        SegmentLog::create(
-                            &spec.dir,
-                            &prefix,
-                            kind,
-                            spec.segment_size,
-                            budget,
-                            sync_on,
-                        )
-                        .map(Arc::new)
-                    })
-                    .collect::<io::Result<Vec<_>>>()?;
-                for t in 0..spec.threads {
-                    let c = ctx(t, &mut eng);
-                    let log = logs[t as usize % logs.len()].clone();
-                    let w = LogWriter::new(log, kind, spec.record_size, t);
-                    eng.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
-                        writer_loop(c, w)
-                    });
-                }
-                if let SyncPolicy::Periodic(period) = spec.sync {
-                    let c = ctx(sync_thread, &mut eng);
-                    eng.spawn(format!("ss-sync{}", spec.target), c, move |c| {
-                        periodic_sync_loop(c, logs, period)
-                    });
-                }
-            }
+            Mode::Journal => eng.start_journal(&sh)?,
+            mode => eng.start_log(&sh, mode)?,
         }
         Ok(eng)
+    }
+
+    /// A watched thread's context: its in-flight slot joins the watchdog's.
+    fn ctx(&mut self, sh: &Shared, thread: u32) -> ThreadCtx {
+        let inflight = Arc::new(InFlight::default());
+        self.slots.push(WatchSlot {
+            target: sh.spec.target,
+            thread,
+            inflight: inflight.clone(),
+        });
+        sh.thread(thread, inflight)
+    }
+
+    /// Journal mode: writers into the O_DIRECT journal, the committer and
+    /// the appliers (background like the kernel's flusher: not timed, not
+    /// watched).
+    fn start_journal(&mut self, sh: &Shared) -> anyhow::Result<()> {
+        let spec = sh.spec;
+        let shared = Arc::new(journal::Journal::create(spec)?);
+        for t in 0..spec.threads {
+            let c = self.ctx(sh, t);
+            let w = journal::JournalWriter::new(shared.clone(), spec, sh.stop.clone());
+            self.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
+                writer_loop(c, w)
+            });
+        }
+        let c = self.ctx(sh, spec.threads);
+        let committer = shared.clone();
+        self.spawn(format!("ss-commit{}", spec.target), c, move |c| {
+            journal::committer_loop(c, committer)
+        });
+        for a in 0..journal::APPLIERS {
+            let c = sh.thread(spec.threads + 1 + a, Arc::new(InFlight::default()));
+            let j = shared.clone();
+            self.spawn(format!("ss-apply{}-{a}", spec.target), c, move |c| {
+                journal::applier_loop(c, j, a)
+            });
+        }
+        Ok(())
+    }
+
+    /// The segment-log modes: writers and, with a periodic sync, the sync
+    /// thread (its id is the thread count).
+    fn start_log(&mut self, sh: &Shared, mode: Mode) -> anyhow::Result<()> {
+        let spec = sh.spec;
+        let kind = match mode {
+            Mode::Mmap => LogKind::Mmap,
+            Mode::Buffered => LogKind::Buffered,
+            _ => LogKind::Direct,
+        };
+        let logs = open_logs(spec, kind)?;
+        for t in 0..spec.threads {
+            let c = self.ctx(sh, t);
+            let log = logs[t as usize % logs.len()].clone();
+            let w = LogWriter::new(log, kind, spec.record_size, t);
+            self.spawn(format!("ss-w{}-{t}", spec.target), c, move |c| {
+                writer_loop(c, w)
+            });
+        }
+        if let SyncPolicy::Periodic(period) = spec.sync {
+            let c = self.ctx(sh, spec.threads);
+            self.spawn(format!("ss-sync{}", spec.target), c, move |c| {
+                periodic_sync_loop(c, logs, period)
+            });
+        }
+        Ok(())
     }
 
     fn spawn<F>(&mut self, name: String, ctx: ThreadCtx, body: F)
@@ -334,6 +357,105 @@ fn sleep_unless_stopped(ctx: &ThreadCtx, d: Duration) {
     }
 }
 
+/// Rate limiting: when each op is meant to start (no coordinated
+/// omission: latency counts from the intended start).
+struct Pace {
+    period_ns: u64,
+    intended: u64,
+    threshold_ns: u64,
+}
+
+impl Pace {
+    fn new(ctx: &ThreadCtx, now: u64) -> Pace {
+        let period_ns = if ctx.spec.thread_rate > 0 {
+            (1e9 / ctx.spec.thread_rate as f64) as u64
+        } else if ctx.spec.rate > 0 {
+            (1e9 * ctx.spec.threads as f64 / ctx.spec.rate as f64) as u64
+        } else {
+            0
+        };
+        Pace {
+            period_ns,
+            intended: now,
+            threshold_ns: ctx.timing.threshold.as_nanos() as u64,
+        }
+    }
+
+    /// Begins the next op: waits for its slot when rate-limited. Returns its
+    /// start and whether it starts late (a previous op blocked); a late op
+    /// inherits the kind of what blocked it.
+    #[inline]
+    fn begin(
+        &mut self,
+        ctx: &ThreadCtx,
+        rec: &mut Recorder,
+        blocked_by: Option<OpKind>,
+    ) -> (u64, bool) {
+        if self.period_ns == 0 {
+            return (rec.begin(OpKind::Write), false);
+        }
+        let now = rec.now_ns();
+        if self.intended > now {
+            sleep_unless_stopped(ctx, Duration::from_nanos(self.intended - now));
+        }
+        let s = self.intended;
+        self.intended += self.period_ns;
+        let now = rec.now_ns();
+        let late = now.saturating_sub(s) >= self.threshold_ns;
+        let kind = blocked_by.filter(|_| late).unwrap_or(OpKind::Write);
+        (rec.begin_at(s, now, kind), late)
+    }
+}
+
+/// What a writer does after an op failed.
+enum AfterError {
+    /// The target is full: back off and go on.
+    Retry,
+    Stop,
+}
+
+/// A failed op: a full target backs off (one event per episode), anything
+/// else stops the thread with an event.
+#[cold]
+fn write_failed(
+    ctx: &ThreadCtx,
+    rec: &mut Recorder,
+    e: &io::Error,
+    full_step: &mut u32,
+) -> AfterError {
+    rec.inflight.leave();
+    if ctx.stop.load(Relaxed) {
+        return AfterError::Stop;
+    }
+    if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+        if *full_step == 0 {
+            rec.event(
+                EventKind::TargetFull,
+                format!("target full ({e}); thread {} backing off", ctx.thread),
+            );
+        }
+        back_off(ctx, full_step);
+        return AfterError::Retry;
+    }
+    rec.event(
+        EventKind::WriterError,
+        format!("thread {} stopped: {e}", ctx.thread),
+    );
+    AfterError::Stop
+}
+
+/// `--sync every:N`: the writer syncs itself after every N records.
+fn sync_now<W: Workload>(rec: &mut Recorder, w: &mut W) {
+    let s = rec.begin(OpKind::Sync);
+    match w.sync() {
+        Ok(()) => rec.end(s, OpKind::Sync, 0),
+        Err(e) => {
+            rec.inflight.leave();
+            rec.event(EventKind::WriterError, format!("sync failed: {e}"));
+        }
+    }
+}
+
 fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
     let mut rec = Recorder::new(
         ctx.spec.target,
@@ -342,49 +464,22 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
         ctx.handover.clone(),
         ctx.inflight.clone(),
     );
-    let period_ns = if ctx.spec.thread_rate > 0 {
-        (1e9 / ctx.spec.thread_rate as f64) as u64
-    } else if ctx.spec.rate > 0 {
-        (1e9 * ctx.spec.threads as f64 / ctx.spec.rate as f64) as u64
-    } else {
-        0
-    };
     let every = match ctx.spec.sync {
         SyncPolicy::Every(n) => n,
         _ => 0,
     };
-    let mut intended = rec.now_ns();
+    let mut pace = Pace::new(ctx, rec.now_ns());
     let mut since_sync = 0u64;
     let mut full_step = 0u32;
     let rs = ctx.spec.record_size;
-    let threshold_ns = ctx.timing.threshold.as_nanos() as u64;
     // Rate-limited ops that start late are late because of an earlier op
     // that blocked (a full journal, a segment wait): they inherit its kind,
     // so their latency (counted from the intended start) gets its cause.
     let mut blocked_by: Option<OpKind> = None;
     while !ctx.stop.load(Relaxed) {
-        let mut late = false;
-        let start = if period_ns > 0 {
-            let now = rec.now_ns();
-            if intended > now {
-                sleep_unless_stopped(ctx, Duration::from_nanos(intended - now));
-            }
-            let s = intended;
-            intended += period_ns;
-            let now = rec.now_ns();
-            late = now.saturating_sub(s) >= threshold_ns;
-            rec.begin_at(s, now, blocked_by.filter(|_| late).unwrap_or(OpKind::Write))
-        } else {
-            rec.begin(OpKind::Write)
-        };
+        let (start, late) = pace.begin(ctx, &mut rec, blocked_by);
         #[cfg(test)]
-        while ctx.spec.hold.load(Relaxed) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        #[cfg(test)]
-        if ctx.spec.panic_thread.load(Relaxed) == ctx.thread {
-            panic!("test hook: writer {} panics", ctx.thread);
-        }
+        test_hooks(ctx);
         let res = w.write(&mut rec, start).and_then(|kind| {
             let kind = match (kind, blocked_by) {
                 (OpKind::Write, Some(b)) if late => b,
@@ -399,42 +494,33 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
             w.after_ack()
         });
         if let Err(e) = res {
-            rec.inflight.leave();
-            if ctx.stop.load(Relaxed) {
-                break;
-            }
-            if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
-                if full_step == 0 {
-                    rec.event(
-                        EventKind::TargetFull,
-                        format!("target full ({e}); thread {} backing off", ctx.thread),
-                    );
+            match write_failed(ctx, &mut rec, &e, &mut full_step) {
+                AfterError::Retry => {
+                    pace.intended = rec.now_ns();
+                    continue;
                 }
-                back_off(ctx, &mut full_step);
-                intended = rec.now_ns();
-                continue;
+                AfterError::Stop => return,
             }
-            rec.event(
-                EventKind::WriterError,
-                format!("thread {} stopped: {e}", ctx.thread),
-            );
-            return;
         }
         full_step = 0;
         if every > 0 {
             since_sync += 1;
             if since_sync >= every {
                 since_sync = 0;
-                let s = rec.begin(OpKind::Sync);
-                match w.sync() {
-                    Ok(()) => rec.end(s, OpKind::Sync, 0),
-                    Err(e) => {
-                        rec.inflight.leave();
-                        rec.event(EventKind::WriterError, format!("sync failed: {e}"));
-                    }
-                }
+                sync_now(&mut rec, &mut w);
             }
         }
+    }
+}
+
+/// Tests hold a writer inside its op, or make one panic.
+#[cfg(test)]
+fn test_hooks(ctx: &ThreadCtx) {
+    while ctx.spec.hold.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if ctx.spec.panic_thread.load(Relaxed) == ctx.thread {
+        panic!("test hook: writer {} panics", ctx.thread);
     }
 }
 
