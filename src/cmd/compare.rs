@@ -330,7 +330,10 @@ fn run_one(
         .map_err(anyhow::Error::from)
         .and_then(|p| Session::start(&cfg, p, Placement::All));
     let mut s = match started {
-        Ok(s) => s,
+        Ok(mut s) => {
+            crate::session::print_notes(&mut s);
+            s
+        }
         Err(e) => {
             let why = format!("{e:#}");
             progress(&format!("{head}: failed: {why}"));

@@ -129,7 +129,8 @@ pub fn run(
         check_record_path(r)?;
     }
     let prepared = prepare(cfg)?;
-    let s = Session::start(cfg, prepared, Placement::All)?;
+    let mut s = Session::start(cfg, prepared, Placement::All)?;
+    print_notes(&mut s);
     match record {
         Some(path) => {
             let mut rec = crate::sink::recording::Recorder::create(path, s.recording_header())?;
@@ -169,8 +170,16 @@ pub fn run_prepared(
     stop: &AtomicBool,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<Summary> {
-    let s = Session::start(cfg, prepared, Placement::All)?;
+    let mut s = Session::start(cfg, prepared, Placement::All)?;
+    print_notes(&mut s);
     run_session(cfg, s, stop, sink)
+}
+
+/// The session's notes on stderr.
+pub fn print_notes(s: &mut Session) {
+    for n in s.take_notes() {
+        eprintln!("stallscope: {n}");
+    }
 }
 
 fn run_session(
@@ -232,14 +241,28 @@ pub struct Session {
     interval_ns: u64,
     next_boundary: u64,
     last_trim_ns: u64,
+    /// What to tell the person, not yet taken (see `take_notes`).
+    notes: Vec<String>,
 }
 
 impl Session {
+    /// Starts the sources; what a person should know about the run (no
+    /// tracing, how observed threads are timed) is in `take_notes`.
     pub fn start(
         cfg: &Config,
         prepared: Prepared,
         placement: Placement,
     ) -> anyhow::Result<Session> {
+        let mut s = Session::assemble(cfg, prepared, placement);
+        s.start_engines()?;
+        s.start_tracing();
+        s.note_observing();
+        Ok(s)
+    }
+
+    /// The session with its clock, channel, fold, watchdog, sampler and
+    /// observer; no writers yet.
+    fn assemble(cfg: &Config, prepared: Prepared, placement: Placement) -> Session {
         let clock = Clock::new();
         let timing = Timing {
             clock,
@@ -262,8 +285,7 @@ impl Session {
         let interval_ns = timing.interval.as_nanos() as u64;
         let mut agg = Aggregator::new(interval_ns, states);
         let watchdog = Watchdog::start(clock, timing.threshold, tx.clone());
-        let devices = device_list(&prepared);
-        let mut sampler = ProcSampler::new(ProcRoot::default(), devices);
+        let mut sampler = ProcSampler::new(ProcRoot::default(), device_list(&prepared));
         let start_sample = sampler.sample(clock.now_ns());
         agg.set_kernel_base(start_sample.clone(), kproc::page_kib());
         let engines = (0..prepared.targets.len()).map(|_| None).collect();
@@ -278,7 +300,7 @@ impl Session {
                 tx.clone(),
             )
         });
-        let mut s = Session {
+        Session {
             cfg: cfg.clone(),
             prepared,
             placement,
@@ -301,52 +323,71 @@ impl Session {
             interval_ns,
             next_boundary: interval_ns,
             last_trim_ns: 0,
-        };
-        s.start_engines()?;
+            notes: Vec::new(),
+        }
+    }
+
+    /// The private tracefs instance (root); observed threads are timed by
+    /// the scheduler when its events are there.
+    fn start_tracing(&mut self) {
         match TraceSession::start(None) {
             Ok(mut t) => {
-                if !s.prepared.watched.is_empty() {
+                if !self.prepared.watched.is_empty() {
                     match t.enable_sched() {
-                        Ok(()) => s.agg.set_sched_timing(timing.threshold.as_nanos() as u64),
-                        Err(why) => eprintln!("stallscope: {why}; blocking times stay sampled"),
+                        Ok(()) => self
+                            .agg
+                            .set_sched_timing(self.timing.threshold.as_nanos() as u64),
+                        Err(why) => self
+                            .notes
+                            .push(format!("{why}; blocking times stay sampled")),
                     }
                 }
-                s.trace = Some(t);
-                s.agg.set_tracing(true);
-                s.refresh_trace_filters();
+                self.trace = Some(t);
+                self.agg.set_tracing(true);
+                self.refresh_trace_filters();
             }
             Err(why) => {
-                eprintln!(
-                    "stallscope: kernel tracing unavailable ({why}); throttle and writeback-wait fields are null and causes come from counters (low confidence)"
-                );
-                s.trace_error = Some(why);
+                self.notes.push(format!(
+                    "kernel tracing unavailable ({why}); throttle and writeback-wait fields are null and causes come from counters (low confidence)"
+                ));
+                self.trace_error = Some(why);
             }
         }
-        if !s.prepared.watched.is_empty() {
-            let names: Vec<String> = s
-                .prepared
-                .watched
-                .iter()
-                .map(|w| format!("{} ({})", w.pid, w.comm))
-                .collect();
-            eprintln!(
-                "stallscope: observing {} and what they fork; {}{}",
-                names.join(", "),
-                s.agg.timing().describe(cfg.observe_every.0),
-                if s.prepared.targets.is_empty() {
-                    ", no writers of our own"
-                } else {
-                    ""
-                }
+    }
+
+    /// Observe mode: what is watched, how blocks are timed, what needs root.
+    fn note_observing(&mut self) {
+        if self.prepared.watched.is_empty() {
+            return;
+        }
+        let names: Vec<String> = self
+            .prepared
+            .watched
+            .iter()
+            .map(|w| format!("{} ({})", w.pid, w.comm))
+            .collect();
+        self.notes.push(format!(
+            "observing {} and what they fork; {}{}",
+            names.join(", "),
+            self.agg.timing().describe(self.cfg.observe_every.0),
+            if self.prepared.targets.is_empty() {
+                ", no writers of our own"
+            } else {
+                ""
+            }
+        ));
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            self.notes.push(
+                "not root: observe mode shows D-state threads, faults and write_bytes; attributing a stall to dirty throttling needs root (tracefs events and kernel stacks), so causes are low confidence".into(),
             );
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } != 0 {
-                eprintln!(
-                    "stallscope: not root: observe mode shows D-state threads, faults and write_bytes; attributing a stall to dirty throttling needs root (tracefs events and kernel stacks), so causes are low confidence"
-                );
-            }
         }
-        Ok(s)
+    }
+
+    /// Notes for the person running it, each once (the caller prints them,
+    /// prefixed "stallscope: ").
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 
     /// The header a recording of this session starts with.

@@ -102,6 +102,51 @@ impl Player {
     }
 }
 
+/// The dashboard's state for a replay of `rec`, before any snapshot.
+fn replay_app(rec: &Recording, opts: &UiOptions) -> App {
+    let c = &rec.header.config;
+    let header = Header {
+        mode: c.mode,
+        threads: c.threads,
+        record_size: c.record_size(),
+        sync: c.sync,
+        active: 0,
+        recording: false,
+        tracing: rec.header.tracing.clone().map_or(Ok(()), Err),
+        replay: true,
+    };
+    let style = Style {
+        ascii: opts.ascii,
+        color: opts.color,
+    };
+    let mut app = App::new(header, rec.header.targets.clone(), opts.window_s, style);
+    app.observe(&rec.header.observed);
+    if let Some(note) = rec.damage_note() {
+        app.on_notice(Notice::WorkerError(note));
+    }
+    app
+}
+
+/// Moves the replay to a new position: forward by feeding the snapshots
+/// in between, backward by rebuilding the state from the start.
+fn seek(app: &mut App, p: &mut Player, rec: &Recording, opts: &UiOptions, s: Seek) {
+    match s {
+        Seek::To(t) => {
+            while p.pos < t {
+                app.on_snapshot(&rec.snapshots[p.pos]);
+                p.pos += 1;
+            }
+        }
+        Seek::Rebuild(t) => {
+            *app = replay_app(rec, opts);
+            for s in &rec.snapshots[..t] {
+                app.on_snapshot(s);
+            }
+            p.pos = t;
+        }
+    }
+}
+
 /// Replays `rec` in the terminal until `q` or a signal.
 pub fn run_replay(
     rec: Recording,
@@ -115,30 +160,7 @@ pub fn run_replay(
         )
         .into());
     }
-    let style = Style {
-        ascii: opts.ascii,
-        color: opts.color,
-    };
-    let new_app = || {
-        let c = &rec.header.config;
-        let header = Header {
-            mode: c.mode,
-            threads: c.threads,
-            record_size: c.record_size(),
-            sync: c.sync,
-            active: 0,
-            recording: false,
-            tracing: rec.header.tracing.clone().map_or(Ok(()), Err),
-            replay: true,
-        };
-        let mut app = App::new(header, rec.header.targets.clone(), opts.window_s, style);
-        app.observe(&rec.header.observed);
-        if let Some(note) = rec.damage_note() {
-            app.on_notice(Notice::WorkerError(note));
-        }
-        app
-    };
-    let mut app = new_app();
+    let mut app = replay_app(&rec, opts);
     let mut p = Player::new(speed);
     super::term::install_panic_restore();
     let _guard = TermGuard::enter()?;
@@ -177,23 +199,8 @@ pub fn run_replay(
             _ => continue,
         };
         dirty = true;
-        let seek = handle_key(&mut p, &mut app, &rec, k);
-        if let Some(s) = seek {
-            match s {
-                Seek::To(t) => {
-                    while p.pos < t {
-                        app.on_snapshot(&rec.snapshots[p.pos]);
-                        p.pos += 1;
-                    }
-                }
-                Seek::Rebuild(t) => {
-                    app = new_app();
-                    for s in &rec.snapshots[..t] {
-                        app.on_snapshot(s);
-                    }
-                    p.pos = t;
-                }
-            }
+        if let Some(s) = handle_key(&mut p, &mut app, &rec, k) {
+            seek(&mut app, &mut p, &rec, opts, s);
             next_due = Instant::now() + interval / p.speed;
         }
         if p.playing && p.pos >= rec.snapshots.len() {

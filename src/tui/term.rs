@@ -123,7 +123,8 @@ pub fn run_dashboard(
     let metrics = crate::sink::metrics::start(metrics_listen)?;
     let prepared = prepare(cfg)?;
     let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
-    let session = Session::start(cfg, prepared, Placement::One(0))?;
+    let mut session = Session::start(cfg, prepared, Placement::One(0))?;
+    crate::session::print_notes(&mut session);
     let header = Header {
         mode: cfg.mode,
         threads: cfg.threads,
