@@ -363,29 +363,10 @@ impl Aggregator {
             );
         };
         match kind {
-            TraceKind::SchedBlock { comm } => {
-                if std::env::var("SS_DEBUG").is_ok() {
-                    eprintln!("DBG block tid={tid} t={t_ns}");
-                }
-                self.blocks.block(pid, tid, t_ns, comm)
-            }
-            TraceKind::Stack { frames } => {
-                if std::env::var("SS_DEBUG").is_ok() {
-                    eprintln!(
-                        "DBG stack tid={tid} t={t_ns} {}",
-                        &frames[..frames.len().min(60)]
-                    );
-                }
-                self.blocks.stack(tid, frames.clone())
-            }
+            TraceKind::SchedBlock { comm } => self.blocks.block(pid, tid, t_ns, comm),
+            TraceKind::Stack { frames } => self.blocks.stack(tid, frames.clone()),
             TraceKind::SchedWake { waker, waker_comm } => {
                 let (ended, dur) = self.blocks.wake(tid, t_ns, (*waker, waker_comm.clone()));
-                if std::env::var("SS_DEBUG").is_ok() {
-                    eprintln!(
-                        "DBG wake tid={tid} t={t_ns} dur={dur} ended={}",
-                        ended.as_ref().map_or(0, |r| r.start_ns)
-                    );
-                }
                 let idx = t_ns / self.interval_ns;
                 self.pending_at(idx)
                     .observed
@@ -399,6 +380,23 @@ impl Aggregator {
             _ => return false,
         }
         true
+    }
+
+    /// Threads the sampler sees in D with no block from the scheduler:
+    /// blocked since before their tid joined the filter.
+    fn adopt_blocks(&mut self, ongoing: &[Blocked]) {
+        for b in ongoing {
+            if let Who::Process {
+                pid,
+                tid,
+                thread_comm,
+                ..
+            } = &b.who
+            {
+                self.blocks
+                    .adopt(*pid, *tid, b.start_ns, thread_comm, b.stack.clone());
+            }
+        }
     }
 
     /// A finished run of blocks: a stall of its process if long enough,
@@ -488,6 +486,7 @@ impl Aggregator {
                 .retain_open(|tid| matches!(tids.get(&tid), Some(Owner::Process(_))));
         }
         let (stalls, ongoing) = if self.sched.is_some() {
+            self.adopt_blocks(&t.ongoing);
             (Vec::new(), Vec::new())
         } else {
             (t.stalls, t.ongoing)

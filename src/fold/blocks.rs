@@ -67,6 +67,27 @@ impl BlockTimer {
         );
     }
 
+    /// A block the scheduler's events did not show start: the thread was
+    /// already in D when it joined the trace filter (a process forked and
+    /// blocked before the filter caught up). The /proc sampler saw it in D
+    /// since `start_ns`; its wakeup will end it exactly. A block the events
+    /// do show replaces it.
+    pub fn adopt(&mut self, pid: u32, tid: u32, start_ns: u64, comm: &str, stack: Option<String>) {
+        if self.open.contains_key(&tid) {
+            return;
+        }
+        let after_last = self.runs.get(&tid).and_then(|r| r.end_ns).unwrap_or(0);
+        self.open.insert(
+            tid,
+            Open {
+                pid,
+                start_ns: start_ns.max(after_last),
+                comm: comm.to_string(),
+                stack,
+            },
+        );
+    }
+
     /// The kernel stack of the block the thread just entered. It may be
     /// read after the wakeup of a short block (the trace merges per-CPU
     /// buffers by time): then it goes to the run that block joined.
@@ -250,6 +271,22 @@ mod tests {
         b.block(1, 7, 85 * MS, "postgres");
         b.stack(7, WRITE.into());
         assert!(b.wake(7, 90 * MS, w()).0.is_some());
+    }
+
+    #[test]
+    fn a_block_already_going_on_is_adopted_from_the_sampler_and_ended_by_its_wakeup() {
+        let mut b = BlockTimer::default();
+        b.block(1, 7, 10 * MS, "postgres");
+        b.wake(7, 12 * MS, w());
+        // The sampler saw 7 in D since 0 ms: not before its last wakeup.
+        b.adopt(1, 7, 0, "postgres", Some(FSYNC.into()));
+        let (prev, dur) = b.wake(7, 2_000 * MS, w());
+        assert!(prev.is_some());
+        assert_eq!(dur, 1_988 * MS);
+        // An exact switch replaces an adopted start.
+        b.adopt(1, 8, 100 * MS, "postgres", None);
+        b.block(1, 8, 130 * MS, "postgres");
+        assert_eq!(b.wake(8, 150 * MS, w()).1, 20 * MS);
     }
 
     #[test]

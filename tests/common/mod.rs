@@ -2,6 +2,9 @@
 //! tests that need root (a skip fails when STALLSCOPE_REQUIRE_ROOT_TESTS=1).
 #![allow(dead_code)]
 
+pub mod pg;
+pub mod sched_truth;
+
 use std::process::Command;
 
 pub fn bin() -> Command {

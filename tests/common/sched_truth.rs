@@ -1,0 +1,150 @@
+//! An independent account of blocked time, from the kernel's scheduler
+//! events, read by code that shares nothing with stallscope: its own
+//! tracefs instance with sched_switch (into D: `prev_state & 2`) and
+//! sched_wakeup filtered by task name, summed as wakeup − switch per
+//! thread. Dropping it removes the instance (and unmounts tracefs if this
+//! mounted it).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Blocked {
+    /// Every block of the named threads, ns.
+    pub total_ns: u64,
+    pub blocks: u64,
+}
+
+pub struct SchedTruth {
+    instance: PathBuf,
+    mounted: bool,
+    stop: Arc<AtomicBool>,
+    sum: Arc<Mutex<Blocked>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SchedTruth {
+    /// Starts counting D-state blocks of threads named `comm`.
+    pub fn start(comm: &str) -> SchedTruth {
+        let root = Path::new(TRACEFS);
+        let mounted = !root.join("instances").is_dir();
+        if mounted {
+            let ok = std::process::Command::new("mount")
+                .args(["-t", "tracefs", "nodev", TRACEFS])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "mount tracefs");
+        }
+        let instance = root
+            .join("instances")
+            .join(format!("sched-truth-{}", std::process::id()));
+        std::fs::create_dir(&instance).unwrap();
+        let w = |f: &str, v: &str| std::fs::write(instance.join(f), v).unwrap();
+        w("trace_clock", "mono");
+        w("buffer_size_kb", "4096");
+        w(
+            "events/sched/sched_switch/filter",
+            &format!("prev_state & 2 && prev_comm == \"{comm}\""),
+        );
+        w(
+            "events/sched/sched_wakeup/filter",
+            &format!("comm == \"{comm}\""),
+        );
+        w("events/sched/sched_switch/enable", "1");
+        w("events/sched/sched_wakeup/enable", "1");
+        let stop = Arc::new(AtomicBool::new(false));
+        let sum = Arc::new(Mutex::new(Blocked::default()));
+        let pipe = std::fs::File::open(instance.join("trace_pipe")).unwrap();
+        let (st, sm) = (stop.clone(), sum.clone());
+        let reader = std::thread::spawn(move || read_loop(pipe, &st, &sm));
+        SchedTruth {
+            instance,
+            mounted,
+            stop,
+            sum,
+            reader: Some(reader),
+        }
+    }
+
+    /// Stops and returns what it counted.
+    pub fn stop(mut self) -> Blocked {
+        self.finish();
+        *self.sum.lock().unwrap()
+    }
+
+    fn finish(&mut self) {
+        for e in ["sched_switch", "sched_wakeup"] {
+            let _ = std::fs::write(self.instance.join(format!("events/sched/{e}/enable")), "0");
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        // A wakeup of anything ends the blocking read of trace_pipe: the
+        // events are off now, so write a marker into our instance.
+        let _ = std::fs::write(self.instance.join("trace_marker"), "stop\n");
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+fn read_loop(mut pipe: std::fs::File, stop: &AtomicBool, sum: &Mutex<Blocked>) {
+    let mut open: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut partial = String::new();
+    while !stop.load(Ordering::Relaxed) {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        partial.push_str(&String::from_utf8_lossy(&buf[..n]));
+        let Some(last) = partial.rfind('\n') else {
+            continue;
+        };
+        let lines: String = partial.drain(..=last).collect();
+        for l in lines.lines() {
+            let Some((t, pid, switch)) = parse(l) else {
+                continue;
+            };
+            if switch {
+                open.insert(pid, t);
+            } else if let Some(s) = open.remove(&pid) {
+                let mut m = sum.lock().unwrap();
+                m.total_ns += t.saturating_sub(s);
+                m.blocks += 1;
+            }
+        }
+    }
+}
+
+/// (timestamp ns, thread, is a switch into D) of one trace line.
+fn parse(l: &str) -> Option<(u64, u32, bool)> {
+    let (switch, at, key) = if let Some(i) = l.find(": sched_switch: ") {
+        (true, i, " prev_pid=")
+    } else if let Some(i) = l.find(": sched_wakeup: ") {
+        (false, i, " pid=")
+    } else {
+        return None;
+    };
+    let ts = l[..at].rsplit(' ').next()?;
+    let (s, f) = ts.split_once('.')?;
+    let t = s.parse::<u64>().ok()? * 1_000_000_000
+        + f.parse::<u64>().ok()? * 10u64.pow(9 - f.len() as u32);
+    let rest = &l[at..];
+    let p = rest.find(key)? + key.len();
+    let pid = rest[p..].split(' ').next()?.parse().ok()?;
+    Some((t, pid, switch))
+}
+
+impl Drop for SchedTruth {
+    fn drop(&mut self) {
+        self.finish();
+        let _ = std::fs::remove_dir(&self.instance);
+        if self.mounted {
+            let _ = std::process::Command::new("umount").arg(TRACEFS).status();
+        }
+    }
+}
