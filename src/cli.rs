@@ -313,6 +313,10 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "DUR")]
     pub observe_every: Option<Dur>,
 
+    /// How observed threads' blocks are timed: auto (the scheduler's events, exact, when root) or sampled (/proc every --observe-every) [default: auto].
+    #[arg(long, value_name = "HOW")]
+    pub observe_timing: Option<crate::config::ObserveTiming>,
+
     /// Record the session to FILE (JSON Lines; zstd-compressed if it ends in .zst).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
@@ -364,6 +368,9 @@ impl WorkloadArgs {
         }
         if !self.observe_name.is_empty() {
             cfg.observe_name = self.observe_name.clone();
+        }
+        if let Some(v) = self.observe_timing {
+            cfg.observe_timing = v;
         }
         if let Some(v) = self.observe_every {
             cfg.observe_every = v;

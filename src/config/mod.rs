@@ -153,6 +153,19 @@ pub struct Config {
     pub observe_name: Vec<String>,
     /// How often observed processes' threads are sampled.
     pub observe_every: Dur,
+    /// How observed threads' blocks are timed: `auto` (the scheduler's
+    /// events when root, else sampled) or `sampled` (always the sampler:
+    /// less tracing cost, ± one period).
+    pub observe_timing: ObserveTiming,
+}
+
+/// See `Config::observe_timing`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ObserveTiming {
+    #[default]
+    Auto,
+    Sampled,
 }
 
 impl Default for Config {
@@ -178,6 +191,7 @@ impl Default for Config {
             observe: Vec::new(),
             observe_name: Vec::new(),
             observe_every: Dur(Duration::from_millis(50)),
+            observe_timing: ObserveTiming::Auto,
         }
     }
 }

@@ -332,7 +332,8 @@ impl Session {
     fn start_tracing(&mut self) {
         match TraceSession::start(None) {
             Ok(mut t) => {
-                if !self.prepared.watched.is_empty() {
+                let sched_wanted = self.cfg.observe_timing == crate::config::ObserveTiming::Auto;
+                if !self.prepared.watched.is_empty() && sched_wanted {
                     match t.enable_sched() {
                         Ok(()) => self
                             .agg
