@@ -7,7 +7,7 @@ use crate::base::units::kib_to_mib;
 use crate::config::{Mode, SyncPolicy};
 use crate::model::control::{Control, Notice};
 use crate::model::msg::EventKind;
-use crate::model::observed::Watched;
+use crate::model::observed::{BlockTiming, Watched};
 use crate::model::snapshot::{LatSummary, ObservedInterval, Snapshot, TargetInterval, TargetMeta};
 use crate::model::stall::Stall;
 use crate::model::stall::{Live, Who};
@@ -255,6 +255,7 @@ pub struct App {
     /// Observe mode: the watched processes; their views follow the
     /// `real` targets our writers use.
     observed: Vec<Watched>,
+    block_timing: Option<BlockTiming>,
     real: usize,
 }
 
@@ -280,6 +281,7 @@ impl App {
             quit: false,
             replay_status: String::new(),
             observed: Vec::new(),
+            block_timing: None,
             real: 0,
         }
     }
@@ -310,6 +312,11 @@ impl App {
         &self.observed
     }
 
+    /// How observed threads' blocks are timed, once an interval said so.
+    pub fn block_timing(&self) -> Option<BlockTiming> {
+        self.block_timing
+    }
+
     /// Whether view `i` is an observed process rather than a target.
     pub fn is_observed_view(&self, i: usize) -> bool {
         !self.observed.is_empty() && i >= self.real
@@ -334,6 +341,7 @@ impl App {
             );
         }
         for o in &s.observed {
+            self.block_timing = Some(o.timing);
             if self.observed_view(o.pid).is_none() {
                 self.join_observed(Watched {
                     pid: o.pid,

@@ -6,6 +6,7 @@ use super::app::{App, Point, TargetView};
 use super::keys::{KeyDef, KEYS, PROMPT_KEYS};
 use crate::base::units::ByteSize;
 use crate::model::cause::Cause;
+use crate::model::observed::BlockTiming;
 use crate::model::stall::Stall;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
@@ -489,10 +490,20 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
         Ok(()) => Span::styled("tracing: on", th.fg(Color::Green)),
         Err(why) => Span::styled(format!("tracing: off ({why})"), th.fg(Color::Yellow)),
     };
-    let observing: Vec<String> = app
-        .observed()
+    // By name: a server that forks a process per connection is one entry.
+    let mut by_comm: Vec<(&str, Vec<u32>)> = Vec::new();
+    for w in app.observed() {
+        match by_comm.iter_mut().find(|(c, _)| *c == w.comm) {
+            Some((_, pids)) => pids.push(w.pid),
+            None => by_comm.push((&w.comm, vec![w.pid])),
+        }
+    }
+    let observing: Vec<String> = by_comm
         .iter()
-        .map(|w| format!("{} ({})", w.comm, w.pid))
+        .map(|(c, pids)| match pids.as_slice() {
+            [one] => format!("{c} ({one})"),
+            many => format!("{c} \u{d7}{}", many.len()),
+        })
         .collect();
     let workload = if app.is_observed_view(0) {
         format!(
@@ -516,7 +527,14 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
             app.window_s()
         )
     };
-    let l2 = Line::from(vec![Span::raw(workload), tracing]);
+    let mut l2 = vec![Span::raw(workload), tracing];
+    if let Some(t) = app.block_timing() {
+        l2.push(Span::raw(match t {
+            BlockTiming::Sched => "   blocks: scheduler, exact",
+            BlockTiming::Sampled => "   blocks: sampled",
+        }));
+    }
+    let l2 = Line::from(l2);
     vec![Line::from(l1), l2, summary_line(app, th)]
 }
 
