@@ -924,9 +924,18 @@ fn stall_row<'a>(s: &Stall, app: &App, th: &Theme) -> Line<'a> {
         Span::raw(format!(
             " {conf:<4} {:>6}  {:<12}  {target}",
             s.ev.who.thread(),
-            s.ev.op.as_str()
+            op_name(s)
         )),
     ])
+}
+
+/// What the thread was doing: our op, or an observed thread's system call
+/// when its stack named one.
+fn op_name(s: &Stall) -> &str {
+    match (s.ev.op, s.why.evidence.syscall.as_deref()) {
+        (crate::model::ops::OpKind::Blocked, Some(call)) => call,
+        (op, _) => op.as_str(),
+    }
 }
 
 fn cause_color(c: Cause) -> Color {
