@@ -486,6 +486,14 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
             th.fg(Color::Cyan),
         ));
     }
+    let l2 = workload_line(app, th);
+    vec![Line::from(l1), l2, summary_line(app, th)]
+}
+
+/// The second header line: what runs (or is observed), tracing, and how
+/// observed threads' blocks are timed.
+fn workload_line<'a>(app: &'a App, th: &Theme) -> Line<'a> {
+    let h = app.header();
     let tracing = match &h.tracing {
         Ok(()) => Span::styled("tracing: on", th.fg(Color::Green)),
         Err(why) => Span::styled(format!("tracing: off ({why})"), th.fg(Color::Yellow)),
@@ -534,8 +542,7 @@ fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
             BlockTiming::Sampled => "   blocks: sampled",
         }));
     }
-    let l2 = Line::from(l2);
-    vec![Line::from(l1), l2, summary_line(app, th)]
+    Line::from(l2)
 }
 
 /// The active target's figures at the view end: what a glance needs.
