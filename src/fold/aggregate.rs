@@ -487,6 +487,13 @@ impl Aggregator {
         }
         let (stalls, ongoing) = if self.sched.is_some() {
             self.adopt_blocks(&t.ongoing);
+            // The sampler's stacks of threads it saw in D name the waits of
+            // the scheduler-timed blocks.
+            for b in t.stalls.iter().chain(&t.ongoing) {
+                if let (Who::Process { tid, .. }, Some(st)) = (&b.who, &b.stack) {
+                    self.blocks.stack(*tid, st.clone());
+                }
+            }
             (Vec::new(), Vec::new())
         } else {
             (t.stalls, t.ongoing)

@@ -466,7 +466,8 @@ impl Sampler {
             t_ns,
             ..ObsTick::default()
         };
-        if t_ns >= self.next_scan_ns {
+        let scan = t_ns >= self.next_scan_ns || self.first;
+        if scan {
             self.next_scan_ns = t_ns + DISCOVER_EVERY.as_nanos() as u64;
             tick.joined = self.discover.scan(&self.watched);
             self.watched.extend(tick.joined.iter().cloned());
@@ -477,7 +478,7 @@ impl Sampler {
             match read_tasks(&dir.join("task")) {
                 // A zombie (exited, not yet reaped by its parent) is gone too.
                 Ok(tasks) if tasks.iter().any(|t| !matches!(t.state, 'Z' | 'X')) => {
-                    self.sample_process(&p, &dir, &tasks, &mut tick);
+                    self.sample_process(&p, &dir, &tasks, scan, &mut tick);
                     tids.extend(tasks.iter().map(|t| (t.tid, p.pid)));
                 }
                 _ => {
@@ -497,7 +498,14 @@ impl Sampler {
     }
 
     /// One process's threads: D-state runs, their stacks, faults, write_bytes.
-    fn sample_process(&mut self, p: &Watched, dir: &Path, tasks: &[TaskStat], tick: &mut ObsTick) {
+    fn sample_process(
+        &mut self,
+        p: &Watched,
+        dir: &Path,
+        tasks: &[TaskStat],
+        read_io: bool,
+        tick: &mut ObsTick,
+    ) {
         let states: Vec<(u32, &str, bool)> = tasks
             .iter()
             .map(|t| (t.tid, t.comm.as_str(), t.state == 'D'))
@@ -511,10 +519,15 @@ impl Sampler {
                 }
             }
         }
-        let wb = std::fs::read_to_string(dir.join("io"))
-            .ok()
-            .and_then(|s| parse_write_bytes(&s));
         let prev = self.prev.entry(p.pid).or_default();
+        // Between reads write_bytes stands still (a delta of 0).
+        let wb = if read_io {
+            std::fs::read_to_string(dir.join("io"))
+                .ok()
+                .and_then(|s| parse_write_bytes(&s))
+        } else {
+            prev.write_bytes
+        };
         tick.procs
             .push(proc_tick(p.pid, tasks, wb, prev, self.first));
     }
@@ -530,10 +543,12 @@ impl Sampler {
     }
 }
 
-/// How often /proc is scanned for processes that joined: every sample
-/// (a listing of /proc, and one stat read per pid never seen before), so a
-/// child that lives longer than a sample period is caught.
-pub const DISCOVER_EVERY: Duration = Duration::ZERO;
+/// How often /proc is scanned for processes that joined (a listing of
+/// /proc, one stat read per pid never seen before) and /proc/PID/io is
+/// read: a child that lives longer than this is caught, and write_bytes
+/// needs no finer grain than an interval. Both cost the observer more than
+/// the per-thread stat reads that must happen every sample.
+pub const DISCOVER_EVERY: Duration = Duration::from_millis(200);
 
 /// Samples every `every` until stopped or the receiver is gone.
 fn sample_loop(

@@ -423,9 +423,6 @@ impl TraceSession {
         }
         self.write("events/sched/sched_switch/filter", &switch)?;
         self.write("events/sched/sched_wakeup/filter", &woken)?;
-        let trigger = format!("stacktrace if {switch}");
-        self.write("events/sched/sched_switch/trigger", &trigger)?;
-        self.trigger = Some(trigger);
         for e in SCHED_EVENTS {
             self.write(&format!("events/sched/{e}/enable"), on)?;
         }
