@@ -357,14 +357,11 @@ impl Aggregator {
         let Some(Owner::Process(pid)) = self.tids.get(&tid).copied() else {
             return matches!(
                 kind,
-                TraceKind::SchedBlock { .. }
-                    | TraceKind::SchedWake { .. }
-                    | TraceKind::Stack { .. }
+                TraceKind::SchedBlock { .. } | TraceKind::SchedWake { .. }
             );
         };
         match kind {
             TraceKind::SchedBlock { comm } => self.blocks.block(pid, tid, t_ns, comm),
-            TraceKind::Stack { frames } => self.blocks.stack(tid, frames.clone()),
             TraceKind::SchedWake { waker, waker_comm } => {
                 let (ended, dur) = self.blocks.wake(tid, t_ns, (*waker, waker_comm.clone()));
                 let idx = t_ns / self.interval_ns;

@@ -163,7 +163,4 @@ pub enum TraceKind {
     /// sched_wakeup of the thread; `waker` is the task the event ran in
     /// (the one that woke it; 0 is an interrupt on an idle CPU).
     SchedWake { waker: u32, waker_comm: String },
-    /// The thread's kernel stack as it blocked (the `stacktrace` trigger on
-    /// sched_switch), compacted innermost first (`model::cause::compact_stack`).
-    Stack { frames: String },
 }

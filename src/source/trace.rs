@@ -103,9 +103,8 @@ pub fn parse_line(line: &str) -> Option<TraceEvent> {
     })
 }
 
-/// A sched_switch into D, a sched_wakeup, or the `<stack trace>` header a
-/// stacktrace trigger writes (its ` => frame` lines follow; see `drain`).
-/// Names may hold spaces: a value runs to the next ` key=`.
+/// A sched_switch into D or a sched_wakeup. Names may hold spaces: a
+/// value runs to the next ` key=`.
 fn parse_sched(line: &str) -> Option<TraceEvent> {
     let between = |p: &str, from: &str, to: &str| -> Option<String> {
         let start = p.find(from)? + from.len();
@@ -140,15 +139,7 @@ fn parse_sched(line: &str) -> Option<TraceEvent> {
             },
         });
     }
-    let at = line.find(": <stack trace>")?;
-    let (tid, t) = parse_header(&line[..at])?;
-    Some(TraceEvent {
-        t_mono_ns: t,
-        tid,
-        kind: TraceKind::Stack {
-            frames: String::new(),
-        },
-    })
+    None
 }
 
 /// The task name of a header (`  postgres-1234  [001] ...`).
@@ -215,11 +206,8 @@ pub struct TraceSession {
     pipe: Option<File>,
     partial: Vec<u8>,
     lost: u64,
-    /// The scheduler's events are on (`enable_sched`), and our trigger.
+    /// The scheduler's events are on (`enable_sched`).
     sched: bool,
-    trigger: Option<String>,
-    /// A `<stack trace>` whose ` => frame` lines are still coming.
-    stack: Option<(TraceEvent, Vec<String>)>,
 }
 
 impl TraceSession {
@@ -255,8 +243,6 @@ impl TraceSession {
             partial: Vec::new(),
             lost: 0,
             sched: false,
-            trigger: None,
-            stack: None,
         };
         for name in remove_stale_instances(root) {
             crate::base::error::note!(
@@ -347,42 +333,20 @@ impl TraceSession {
         let complete: Vec<u8> = self.partial.drain(..=last_nl).collect();
         let mut out = Vec::new();
         for line in String::from_utf8_lossy(&complete).lines() {
-            // ` => frame` lines of a stack trace follow its header line.
-            if let Some(frame) = line.strip_prefix(" => ") {
-                if let Some((_, frames)) = self.stack.as_mut() {
-                    frames.push(frame.trim().to_string());
-                }
-                continue;
-            }
-            out.extend(self.finish_stack());
-            match parse_line(line) {
-                Some(ev) if matches!(ev.kind, TraceKind::Stack { .. }) => {
-                    self.stack = Some((ev, Vec::new()));
-                }
-                Some(ev) => out.push(ev),
-                None => {
-                    if let Some(n) = parse_lost(line) {
-                        self.lost += n;
-                    }
-                }
+            if let Some(ev) = parse_line(line) {
+                out.push(ev);
+            } else if let Some(n) = parse_lost(line) {
+                self.lost += n;
             }
         }
         out
     }
 
-    /// The stack trace being read, as an event, once its frames are in.
-    fn finish_stack(&mut self) -> Option<TraceEvent> {
-        let (mut ev, frames) = self.stack.take()?;
-        ev.kind = TraceKind::Stack {
-            frames: crate::model::cause::compact_stack(frames.iter().map(String::as_str)),
-        };
-        Some(ev)
-    }
-
     /// Times every block of the threads named by `set_sched_filter`:
-    /// sched_switch into D (with a kernel stack per block, from a
-    /// `stacktrace` trigger) and sched_wakeup. Err when this kernel lacks
-    /// the events; the session then keeps the /proc sampler's timing.
+    /// sched_switch into D and sched_wakeup. (No stacktrace trigger: the
+    /// kernel formatting a stack per block into trace_pipe doubled our CPU;
+    /// the /proc sampler's stacks name the waits.) Err when this kernel
+    /// lacks the events; the session then keeps the /proc sampler's timing.
     pub fn enable_sched(&mut self) -> Result<(), String> {
         for e in SCHED_EVENTS {
             if !self.root.join("events/sched").join(e).is_dir() {
@@ -413,7 +377,6 @@ impl TraceSession {
             ));
         }
         let switch = format!("prev_state & 2 && ({prev})");
-        self.clear_sched_trigger();
         let on = if tids.is_empty() { "0" } else { "1" };
         if tids.is_empty() {
             for e in SCHED_EVENTS {
@@ -427,13 +390,6 @@ impl TraceSession {
             self.write(&format!("events/sched/{e}/enable"), on)?;
         }
         Ok(())
-    }
-
-    /// Removes our stacktrace trigger (a trigger keeps the instance busy).
-    fn clear_sched_trigger(&mut self) {
-        if let Some(t) = self.trigger.take() {
-            let _ = self.write("events/sched/sched_switch/trigger", &format!("!{t}"));
-        }
     }
 
     /// Whether the scheduler's events time blocks (see `enable_sched`).
@@ -493,7 +449,6 @@ impl Drop for TraceSession {
             for e in EVENTS {
                 let _ = self.write(&format!("events/writeback/{e}/enable"), "0");
             }
-            self.clear_sched_trigger();
             if self.sched {
                 for e in SCHED_EVENTS {
                     let _ = self.write(&format!("events/sched/{e}/enable"), "0");
