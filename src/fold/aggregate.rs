@@ -412,11 +412,11 @@ impl Aggregator {
 
     fn run_blocked(&self, run: Run, dur_ns: Option<u64>) -> Blocked {
         let pid = run.pid;
+        // From the totals: a process that exited has left `watched`.
         let comm = self
-            .watched
-            .iter()
-            .find(|w| w.pid == pid)
-            .map_or_else(String::new, |w| w.comm.clone());
+            .obs_totals
+            .get(&pid)
+            .map_or_else(String::new, |t| t.comm.clone());
         Blocked {
             who: Who::Process {
                 pid,
@@ -1033,6 +1033,12 @@ impl Aggregator {
                 blocked_ms: (timing == BlockTiming::Sched).then(|| a.blocked_ns as f64 / 1e6),
             });
         }
+        // Exited processes leave the per-interval work (their totals stay):
+        // a server forking a process per client would otherwise make every
+        // interval walk all it ever forked.
+        let totals = &self.obs_totals;
+        self.watched
+            .retain(|w| !totals.get(&w.pid).is_some_and(|t| t.exited));
         out
     }
 }

@@ -25,6 +25,9 @@ pub const MAX_STALLS: usize = 500;
 pub const MAX_MARKS: usize = 20_000;
 pub const MAX_MESSAGES: usize = 20;
 pub const MAX_THREADS: u32 = 1024;
+/// At most this many observed processes get a view of their own (a server
+/// forking a process per connection would otherwise grow one per client).
+pub const MAX_OBSERVED_VIEWS: usize = 32;
 const MAX_PROMPT: usize = 4096;
 /// Controls awaiting the runner's answer; more means it stopped answering.
 const MAX_PENDING: usize = 64;
@@ -255,6 +258,8 @@ pub struct App {
     /// Observe mode: the watched processes; their views follow the
     /// `real` targets our writers use.
     observed: Vec<Watched>,
+    /// Observed processes past `MAX_OBSERVED_VIEWS`, which have no view.
+    unviewed: std::collections::BTreeSet<u32>,
     block_timing: Option<BlockTiming>,
     real: usize,
 }
@@ -281,6 +286,7 @@ impl App {
             quit: false,
             replay_status: String::new(),
             observed: Vec::new(),
+            unviewed: std::collections::BTreeSet::new(),
             block_timing: None,
             real: 0,
         }
@@ -290,12 +296,19 @@ impl App {
     /// and the number keys show them; they have no writers to steer.
     pub fn observe(&mut self, watched: &[Watched]) {
         for w in watched {
-            self.join_observed(w.clone());
+            if !self.join_observed(w.clone()) {
+                self.unviewed.insert(w.pid);
+            }
         }
     }
 
     /// A view for one more observed process (at start, or joined later).
-    fn join_observed(&mut self, w: Watched) {
+    /// False past `MAX_OBSERVED_VIEWS`: the process gets no view (its
+    /// stalls still go to the list).
+    fn join_observed(&mut self, w: Watched) -> bool {
+        if self.observed.len() >= MAX_OBSERVED_VIEWS {
+            return false;
+        }
         if self.observed.is_empty() {
             self.real = self.targets.len();
         }
@@ -306,6 +319,7 @@ impl App {
             mount_options: "no writers of ours".into(),
         }));
         self.observed.push(w);
+        true
     }
 
     pub fn observed(&self) -> &[Watched] {
@@ -342,15 +356,21 @@ impl App {
         }
         for o in &s.observed {
             self.block_timing = Some(o.timing);
-            if self.observed_view(o.pid).is_none() {
-                self.join_observed(Watched {
+            if self.observed_view(o.pid).is_none() && !self.unviewed.contains(&o.pid) {
+                let w = Watched {
                     pid: o.pid,
                     comm: o.comm.clone(),
-                });
-                self.message(
-                    format!("observed process {} ({}) joined", o.pid, o.comm),
-                    false,
-                );
+                };
+                let text = if self.join_observed(w) {
+                    format!("observed process {} ({}) joined", o.pid, o.comm)
+                } else {
+                    self.unviewed.insert(o.pid);
+                    format!(
+                        "observed process {} ({}) joined; past {MAX_OBSERVED_VIEWS} views it has none, its stalls are in the list",
+                        o.pid, o.comm
+                    )
+                };
+                self.message(text, false);
             }
             let Some(i) = self.observed_view(o.pid) else {
                 continue;
@@ -699,6 +719,9 @@ impl App {
 
     fn add_stall(&mut self, st: &Stall) {
         let Some(view) = self.view_of(&st.ev.who) else {
+            // A process past the view limit: listed, no marks.
+            self.stalls.push_front(st.clone());
+            self.stalls.truncate(MAX_STALLS);
             return;
         };
         self.ensure_target(view);
@@ -1006,6 +1029,39 @@ mod tests {
         );
         assert_eq!(a.targets()[1].stalls, 1);
         assert_eq!(a.targets()[0].stalls, 0);
+    }
+
+    #[test]
+    fn processes_past_the_view_limit_get_no_view_but_their_stalls_are_listed() {
+        let (mut a, mut s) = observing();
+        let n = MAX_OBSERVED_VIEWS + 8;
+        s.observed = (0..n as u32)
+            .map(|i| ObservedInterval {
+                pid: 1000 + i,
+                comm: "postgres".into(),
+                alive: true,
+                joined: true,
+                samples: 20,
+                ..ObservedInterval::default()
+            })
+            .collect();
+        let mut st = stall(0, 0.2, 400.0, 2039, Cause::Sync);
+        st.ev = Blocked::process(
+            (1039, "postgres", 2039, "postgres"),
+            st.ev.start_ns,
+            st.ev.dur(),
+        );
+        s.stalls = vec![st];
+        a.on_snapshot(&s);
+        a.on_snapshot(&s);
+        assert_eq!(a.observed().len(), MAX_OBSERVED_VIEWS);
+        assert_eq!(
+            a.targets().len(),
+            1 + MAX_OBSERVED_VIEWS,
+            "views stop at the limit"
+        );
+        assert_eq!(a.view_of(&s.stalls[0].ev.who), None);
+        assert_eq!(a.stalls().count(), 2, "its stall is listed each time");
     }
 
     #[test]
