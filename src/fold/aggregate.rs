@@ -690,6 +690,12 @@ impl Aggregator {
         for s in &b.stalls {
             self.in_progress.retain(|p| !p.same(s));
         }
+        // A stall belongs to the interval it ended in, whatever interval
+        // the batch that carries it was opened in.
+        for s in b.stalls.drain(..) {
+            let end = (s.start_ns + s.dur()) / self.interval_ns;
+            self.slot(end, b.target).stalls.push(s);
+        }
         let acc = self.slot(b.interval, b.target);
         acc.counts.minflt += b.minflt;
         acc.counts.majflt += b.majflt;
@@ -697,7 +703,6 @@ impl Aggregator {
         acc.bytes += b.bytes;
         let _ = acc.hist.add(&b.hist);
         let _ = acc.sync_hist.add(&b.sync_hist);
-        acc.stalls.append(&mut b.stalls);
         for mut h in [b.hist, b.sync_hist] {
             if self.recycled.len() < 256 {
                 h.reset();

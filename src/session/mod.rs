@@ -767,3 +767,6 @@ fn give_back_freed_memory() {
 fn device_list(p: &Prepared) -> Vec<Option<Device>> {
     p.targets.iter().map(|t| t.device.clone().ok()).collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -46,6 +46,9 @@ pub struct EngineSpec {
     /// Test hook: the writer thread with this index panics in its next op.
     #[cfg(test)]
     pub panic_thread: Arc<std::sync::atomic::AtomicU32>,
+    /// Test hook: the periodic sync blocks this many ms inside its op.
+    #[cfg(test)]
+    pub sync_hold_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl EngineSpec {
@@ -68,6 +71,8 @@ impl EngineSpec {
             hold: Arc::new(AtomicBool::new(false)),
             #[cfg(test)]
             panic_thread: Arc::new(std::sync::atomic::AtomicU32::new(u32::MAX)),
+            #[cfg(test)]
+            sync_hold_ms: Arc::default(),
         }
     }
 }
@@ -539,6 +544,8 @@ fn periodic_sync_loop(ctx: &ThreadCtx, logs: Vec<Arc<SegmentLog>>, period: Durat
             break;
         }
         let s = rec.begin(OpKind::Sync);
+        #[cfg(test)]
+        std::thread::sleep(Duration::from_millis(ctx.spec.sync_hold_ms.load(Relaxed)));
         match logs.iter().try_for_each(|l| l.sync_all()) {
             Ok(()) => rec.end(s, OpKind::Sync, 0),
             Err(e) => {

@@ -109,9 +109,11 @@ impl Recorder {
                 start_ns,
                 dur,
             ));
-            if self.cur.stalls.len() == self.cur.stalls.capacity() {
-                self.flush(now);
-            }
+            // Handed over at once (stalls are rare by definition): a thread
+            // that sleeps after its op (the periodic sync) would otherwise
+            // hold the stall back for a whole period, and the banner would
+            // keep counting an op that has ended.
+            self.flush(now);
         }
     }
 
