@@ -1,8 +1,9 @@
 //! The bottom layer: units and their parsing, the error types, the run's
-//! clock. Imports nothing else of ours.
+//! clock, fitting text into a width. Imports nothing else of ours.
 
 pub mod clock;
 pub mod error;
 #[cfg(test)]
 pub(crate) mod testenv;
+pub mod text;
 pub mod units;

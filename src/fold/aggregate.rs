@@ -575,8 +575,9 @@ impl Aggregator {
     }
 
     /// Folds every open interval after `index` into `index` (the ops that
-    /// finish while writers stop, however long that takes, form one tail).
-    pub fn merge_open_after(&mut self, index: u64) {
+    /// finish while writers stop, however long that takes, join the last
+    /// interval of the run); the newest kernel sample ends the merged span.
+    fn merge_open_after(&mut self, index: u64) {
         let keep = (index.saturating_sub(self.next_emit) + 1) as usize;
         if self.pending.len() <= keep {
             return;
@@ -594,15 +595,10 @@ impl Aggregator {
                 tail.observed.entry(pid).or_default().add(&o);
             }
             tail.obs_stalls.extend(p.obs_stalls);
+            if p.raw.is_some() {
+                tail.raw = p.raw;
+            }
         }
-    }
-
-    /// The newest interval that holds data and is not emitted yet.
-    pub fn last_open_index(&self) -> Option<u64> {
-        self.pending
-            .len()
-            .checked_sub(1)
-            .map(|i| self.next_emit + i as u64)
     }
 
     /// The raw kernel sample taken at the end of interval `index` (a late
@@ -721,8 +717,8 @@ impl Aggregator {
         out
     }
 
-    /// Emits what is left when the run stops at `end_ns` (a trailing partial
-    /// interval only if it is at least half an interval long) and the summary.
+    /// Emits what is left when the run stops at `end_ns` (the last interval
+    /// partial when the end is not on a boundary) and the summary.
     pub fn finish(mut self, end_ns: u64) -> (Vec<Snapshot>, Summary) {
         // Blocks still going on end with the run: their runs are stalls so far.
         for r in self.blocks.ongoing() {
@@ -734,20 +730,26 @@ impl Aggregator {
             }
         }
         self.finish_runs(u64::MAX);
+        // The run's last interval: the one `end_ns` falls in, or the one it
+        // closes when it is on a boundary. What finished while the writers
+        // were stopping joins it (never an interval of its own past the end,
+        // which would chart as a drop to nothing), so the snapshots still
+        // add up to the summary.
+        let iv = self.interval_ns;
+        let last = end_ns.div_ceil(iv).saturating_sub(1).max(self.next_emit);
+        self.merge_open_after(last);
         let mut out = Vec::new();
-        while (self.next_emit + 1) * self.interval_ns <= end_ns {
-            out.push(self.emit(self.interval_ns));
+        while self.next_emit < last {
+            out.push(self.emit(iv));
         }
-        let partial = end_ns.saturating_sub(self.next_emit * self.interval_ns);
-        // A trailing partial interval is emitted with its true length, so
-        // the intervals always add up to the summary (report relies on it).
-        if !self.pending.is_empty() && partial > 0 {
-            out.push(self.emit(partial));
-        }
-        // Ops that finished while the writers were stopping: emitted too, so
-        // the snapshots still add up to the summary.
-        while !self.pending.is_empty() {
-            out.push(self.emit(self.interval_ns));
+        if !self.pending.is_empty() {
+            // A trailing partial interval has its true length (rates are
+            // per second of it).
+            let len = match end_ns.saturating_sub(last * iv) {
+                0 => iv,
+                p => p.min(iv),
+            };
+            out.push(self.emit(len));
         }
         let summary = Summary {
             duration_s: end_ns as f64 / 1e9,
@@ -1314,6 +1316,27 @@ mod tests {
         let (snaps, sum) = a.finish(S + S / 10);
         assert_eq!(snaps.len(), 2);
         assert!((snaps[1].interval_s - 0.1).abs() < 1e-9);
+        let in_snaps: u64 = snaps.iter().map(|s| s.targets[0].ops).sum();
+        assert_eq!(in_snaps, sum.ops());
+    }
+
+    /// Defect: ops that finished while the writers stopped were an interval
+    /// of their own past the end (a `31.0` row after `--duration 30s`,
+    /// charted as a drop to nothing).
+    #[test]
+    fn ops_finished_while_stopping_join_the_last_interval() {
+        let mut a = agg(1);
+        for i in 0..3 {
+            a.fold(batch(0, 0, i, &[10; 50]));
+        }
+        a.fold(batch(0, 0, 3, &[10, 20]));
+        a.fold(batch(0, 0, 4, &[30]));
+        let (snaps, sum) = a.finish(3 * S);
+        assert_eq!(snaps.len(), 3, "a 3-interval run has 3 intervals");
+        let last = snaps.last().unwrap();
+        assert!((last.t_s - 3.0 * S as f64 / 1e9).abs() < 1e-9);
+        assert!((last.interval_s - S as f64 / 1e9).abs() < 1e-9);
+        assert_eq!(last.targets[0].ops, 53);
         let in_snaps: u64 = snaps.iter().map(|s| s.targets[0].ops).sum();
         assert_eq!(in_snaps, sum.ops());
     }

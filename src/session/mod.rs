@@ -716,7 +716,6 @@ impl Session {
             mut agg,
             mut trace,
             clock,
-            mut sampler,
             ..
         } = self;
         drop(watchdog);
@@ -731,12 +730,8 @@ impl Session {
             }
         }
         drop(trace);
-        // What finished while stopping (however long that took) forms one
-        // more interval: give it the kernel's view too.
-        if agg.last_open_index().is_some_and(|i| i > last) {
-            agg.merge_open_after(last + 1);
-            agg.fold_kernel(last + 1, sampler.sample(clock.now_ns()));
-        }
+        // What finished while stopping joins the last interval (the fold
+        // merges it); the kernel's view is the one taken at the stop.
         let (tail, summary) = agg.finish(end);
         if let Some(sink) = sink {
             for s in tail {

@@ -49,11 +49,7 @@ impl<W: Write> Printer<W> {
             .get(target)
             .map(|m| m.path.as_str())
             .unwrap_or("?");
-        if p.len() > 18 {
-            format!("…{}", &p[p.len() - 17..])
-        } else {
-            p.to_string()
-        }
+        crate::base::text::elide_path(p, 18)
     }
 
     fn event(&mut self, e: &RunEvent) -> io::Result<()> {

@@ -37,12 +37,19 @@ fn parse_line(line: &str) -> Option<Mount> {
         mount_point: PathBuf::from(unescape(l[4])),
         fs_type: r[0].to_string(),
         source: unescape(r[1]),
-        options: if super_opts.is_empty() {
-            l[5].to_string()
-        } else {
-            format!("{},{}", l[5], super_opts)
-        },
+        options: merge_options(l[5], super_opts),
     })
+}
+
+/// Per-mount then superblock options, each once (both usually say `rw`).
+fn merge_options(mount: &str, sb: &str) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for o in mount.split(',').chain(sb.split(',')) {
+        if !o.is_empty() && !seen.contains(&o) {
+            seen.push(o);
+        }
+    }
+    seen.join(",")
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
@@ -130,6 +137,7 @@ garbage line
         let shm = mount_for(&m, Path::new("/dev/shm/a/b")).unwrap();
         assert_eq!(shm.fs_type, "tmpfs");
         assert!(shm.options.contains("nosuid") && shm.options.contains("size="));
+        assert_eq!(shm.options, "rw,nosuid,nodev,size=24683584k", "rw once");
         // The later mount on the same point hides the earlier one.
         let x = mount_for(&m, Path::new("/var/tmp/lab/mnt/xfs/d")).unwrap();
         assert_eq!(x.fs_type, "btrfs");

@@ -237,7 +237,7 @@ impl TraceSession {
             root: root.to_path_buf(),
             instance: root
                 .join("instances")
-                .join(format!("{INSTANCE_PREFIX}{}", std::process::id())),
+                .join(instance_name()),
             mounted_by_us,
             pipe: None,
             partial: Vec::new(),
@@ -461,7 +461,7 @@ impl Drop for TraceSession {
                 );
             }
         }
-        if self.mounted_by_us && !other_live_instances(&self.root) {
+        if self.mounted_by_us && !other_live_instances(&self.root, &self.instance) {
             // Marker first: a run starting now must not take our marker for
             // one it may rely on (it would be left with a mount nobody owns).
             let marker = mount_marker(&self.root);
@@ -486,10 +486,7 @@ pub fn remove_stale_instances(tracefs_root: &Path) -> Vec<String> {
     let mut removed = Vec::new();
     for entry in dir.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(INSTANCE_PREFIX)
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
+        let Some(pid) = instance_pid(&name) else {
             continue;
         };
         if pid <= 0 || pid_alive(pid) {
@@ -535,17 +532,34 @@ fn mount_marker(root: &Path) -> PathBuf {
     PathBuf::from(format!("/run/stallscope-tracefs{tag}.mounted"))
 }
 
-/// True if another live stallscope run still has an instance under `root`.
-fn other_live_instances(root: &Path) -> bool {
-    let me = std::process::id() as i32;
+/// `stallscope-<pid>`, and `stallscope-<pid>.<n>` for a second session in
+/// the same process (tests run several at once).
+fn instance_name() -> String {
+    static SESSIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let pid = std::process::id();
+    match SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+        0 => format!("{INSTANCE_PREFIX}{pid}"),
+        n => format!("{INSTANCE_PREFIX}{pid}.{n}"),
+    }
+}
+
+/// The pid in an instance name of ours.
+fn instance_pid(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix(INSTANCE_PREFIX)?;
+    rest.split('.').next()?.parse().ok()
+}
+
+/// True if another live stallscope session (another run, or another in
+/// this process) still has an instance under `root` besides `own`.
+fn other_live_instances(root: &Path, own: &Path) -> bool {
     fs::read_dir(root.join("instances"))
         .map(|rd| {
             rd.flatten().any(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.strip_prefix(INSTANCE_PREFIX))
-                    .and_then(|p| p.parse::<i32>().ok())
-                    .is_some_and(|pid| pid != me && pid_alive(pid))
+                e.path() != own
+                    && e.file_name()
+                        .to_str()
+                        .and_then(instance_pid)
+                        .is_some_and(pid_alive)
             })
         })
         .unwrap_or(false)
@@ -786,6 +800,7 @@ mod tests {
         let ours = format!("{INSTANCE_PREFIX}{}", std::process::id());
         for name in [
             "stallscope-4194311",
+            "stallscope-4194311.2",
             &ours,
             "stallscope-1",
             "stallscope-x",
@@ -793,7 +808,10 @@ mod tests {
         ] {
             fs::create_dir(inst.join(name)).unwrap();
         }
-        assert_eq!(remove_stale_instances(root.path()), ["stallscope-4194311"]);
+        assert_eq!(
+            remove_stale_instances(root.path()),
+            ["stallscope-4194311", "stallscope-4194311.2"]
+        );
         let mut left: Vec<String> = fs::read_dir(&inst)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

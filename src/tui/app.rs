@@ -91,6 +91,10 @@ pub struct Point {
     pub observed: bool,
     /// A writer of this target stopped on an error (see `TargetInterval`).
     pub failed: bool,
+    /// Stalls of this view, and of all views, up to this interval: what
+    /// the header and the list count at the view end (frozen or not).
+    pub stalls_so_far: u64,
+    pub all_stalls_so_far: u64,
 }
 
 impl Point {
@@ -121,6 +125,8 @@ impl Point {
             util_pct: dev.map(|d| d.util_pct),
             observed: false,
             failed: ti.failed,
+            stalls_so_far: 0,
+            all_stalls_so_far: 0,
         }
     }
 
@@ -149,6 +155,8 @@ impl Point {
             util_pct: None,
             observed: true,
             failed: false,
+            stalls_so_far: 0,
+            all_stalls_so_far: 0,
         }
     }
 
@@ -244,6 +252,8 @@ pub struct App {
     prompt: Option<String>,
     /// Newest first.
     stalls: VecDeque<Stall>,
+    /// Stalls seen in all, listed or not.
+    stall_total: u64,
     live: Live,
     switches: VecDeque<Switch>,
     /// Newest last.
@@ -278,6 +288,7 @@ impl App {
             compare: false,
             prompt: None,
             stalls: VecDeque::new(),
+            stall_total: 0,
             live: Live::default(),
             switches: VecDeque::new(),
             messages: VecDeque::new(),
@@ -396,6 +407,13 @@ impl App {
         // After the observed views: a process that joined has one now.
         for st in &s.stalls {
             self.add_stall(st);
+        }
+        let all = self.stall_total;
+        for tv in &mut self.targets {
+            if let Some(p) = tv.points.back_mut().filter(|p| p.t_s == s.t_s) {
+                p.stalls_so_far = tv.stalls;
+                p.all_stalls_so_far = all;
+            }
         }
         for e in &s.events {
             self.message(e.message.clone(), e.kind == EventKind::WriterError);
@@ -533,6 +551,18 @@ impl App {
         (t1 - w, t1)
     }
 
+    /// Stalls of the shown view and of all views up to the view end (a
+    /// frozen view keeps its counts while stalls arrive).
+    pub fn stall_counts(&self) -> (u64, u64) {
+        let Some(t) = self.targets.get(self.header.active) else {
+            return (0, self.stall_total);
+        };
+        match t.at(self.view_end()) {
+            Some(p) if self.frozen() => (p.stalls_so_far, p.all_stalls_so_far),
+            _ => (t.stalls, self.stall_total),
+        }
+    }
+
     /// Stalls up to the view end, newest first.
     pub fn stalls(&self) -> impl Iterator<Item = &Stall> {
         let end = self.view_end();
@@ -557,7 +587,12 @@ impl App {
 
     fn control_for(&mut self, a: Action) -> Option<Control> {
         if self.header.replay && writer_action(a) {
-            self.message("replay: there are no writers to control".into(), true);
+            // In a replay, picking a target only shows it.
+            match a {
+                Action::NextTarget => drop(self.switch_to(self.header.active + 1)),
+                Action::PickTarget(i) => drop(self.pick(i)),
+                _ => self.message("replay: there are no writers to control".into(), true),
+            }
             return None;
         }
         match a {
@@ -636,7 +671,12 @@ impl App {
     }
 
     fn pick(&mut self, i: usize) -> Option<Control> {
-        if i >= self.targets.len() || i == self.header.active {
+        let n = self.targets.len();
+        if i >= n {
+            self.message(format!("no target {}: there are {n} (1-{n})", i + 1), true);
+            return None;
+        }
+        if i == self.header.active {
             return None;
         }
         self.show(i)
@@ -718,10 +758,16 @@ impl App {
     }
 
     fn add_stall(&mut self, st: &Stall) {
+        self.stall_total += 1;
+        // Newest first by start time, whatever order they were reported in
+        // (a long stall is reported after shorter ones that began later).
+        let at = self
+            .stalls
+            .partition_point(|s| s.ev.start_ns > st.ev.start_ns);
+        self.stalls.insert(at, st.clone());
+        self.stalls.truncate(MAX_STALLS);
         let Some(view) = self.view_of(&st.ev.who) else {
             // A process past the view limit: listed, no marks.
-            self.stalls.push_front(st.clone());
-            self.stalls.truncate(MAX_STALLS);
             return;
         };
         self.ensure_target(view);
@@ -733,8 +779,6 @@ impl App {
         if tv.stall_marks.len() > MAX_MARKS {
             tv.stall_marks.pop_front();
         }
-        self.stalls.push_front(st.clone());
-        self.stalls.truncate(MAX_STALLS);
     }
 
     /// A switch marker, unless one is already there (a notice and the
@@ -1095,6 +1139,15 @@ mod tests {
             .unwrap()
             .text
             .contains("off while observing"));
+    }
+
+    /// Defect: `9` with 3 targets did nothing and said nothing.
+    #[test]
+    fn a_target_number_past_the_last_says_so() {
+        let mut a = app(3);
+        assert_eq!(a.on_action(Action::PickTarget(8)), None);
+        let m = a.last_message().expect("a message");
+        assert!(m.error && m.text == "no target 9: there are 3 (1-3)", "{}", m.text);
     }
 
     #[test]

@@ -29,6 +29,16 @@ pub enum Action {
     PromptBackspace,
     PromptSubmit,
     PromptCancel,
+    // Replay's player (`REPLAY_KEYS`).
+    PlayPause,
+    Faster,
+    Slower,
+    /// One interval forward (and pause).
+    Step,
+    NextStall,
+    PrevStall,
+    /// Opens the "go to time" prompt.
+    GoTo,
 }
 
 /// A key as the table names it; modifiers other than Shift must match
@@ -41,6 +51,7 @@ pub enum Key {
     Esc,
     Enter,
     Backspace,
+    Right,
     /// `1`..=`9`, resolving to `PickTarget(digit - 1)`.
     Digit,
 }
@@ -148,6 +159,71 @@ pub const KEYS: &[KeyDef] = &[
     def("Esc", "close help / prompt", &[Key::Esc], Action::Dismiss),
 ];
 
+/// Keys of a replay's player; the view keys of `KEYS` work too (`view_keys`).
+pub const REPLAY_KEYS: &[KeyDef] = &[
+    def(
+        "q  Ctrl-C",
+        "quit",
+        &[Key::Char('q'), Key::Ctrl('c')],
+        Action::Quit,
+    ),
+    def("space", "play / pause", &[Key::Char(' ')], Action::PlayPause),
+    def(
+        "> <",
+        "faster / slower (1\u{d7} to 64\u{d7})",
+        &[Key::Char('>')],
+        Action::Faster,
+    ),
+    def("", "", &[Key::Char('<')], Action::Slower),
+    def(
+        ".  Right",
+        "one interval forward",
+        &[Key::Char('.'), Key::Right],
+        Action::Step,
+    ),
+    def(
+        "n N",
+        "next / previous stall",
+        &[Key::Char('n')],
+        Action::NextStall,
+    ),
+    def("", "", &[Key::Char('N')], Action::PrevStall),
+    def("g", "go to a time (seconds, Enter)", &[Key::Char('g')], Action::GoTo),
+    def(
+        "Tab  1-9",
+        "show the next / Nth target",
+        &[Key::Tab, Key::Char('t')],
+        Action::NextTarget,
+    ),
+    def("", "", &[Key::Digit], Action::PickTarget(0)),
+];
+
+/// The keys of `KEYS` that only change the view: they work in replay too.
+pub fn view_keys() -> impl Iterator<Item = &'static KeyDef> {
+    KEYS.iter().filter(|d| {
+        matches!(
+            d.action,
+            Action::ToggleFreeze
+                | Action::NarrowerWindow
+                | Action::WiderWindow
+                | Action::ToggleCompare
+                | Action::ToggleHelp
+                | Action::Dismiss
+        )
+    })
+}
+
+/// A key in replay: the player's table first, then the view keys.
+pub fn replay_action_for(key: KeyEvent) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    REPLAY_KEYS
+        .iter()
+        .chain(view_keys())
+        .find_map(|d| resolve(d, &key))
+}
+
 /// Keys while the "add target" prompt is open; any other printable
 /// character is typed into it.
 pub const PROMPT_KEYS: &[KeyDef] = &[
@@ -198,6 +274,7 @@ fn resolve(d: &KeyDef, key: &KeyEvent) -> Option<Action> {
         | (Key::Esc, KeyCode::Esc)
         | (Key::Enter, KeyCode::Enter)
         | (Key::Backspace, KeyCode::Backspace)
+        | (Key::Right, KeyCode::Right)
             if plain(key) =>
         {
             Some(d.action)
@@ -233,6 +310,7 @@ mod tests {
             Key::Esc => vec![(ev(KeyCode::Esc, none), None)],
             Key::Enter => vec![(ev(KeyCode::Enter, none), None)],
             Key::Backspace => vec![(ev(KeyCode::Backspace, none), None)],
+            Key::Right => vec![(ev(KeyCode::Right, none), None)],
             Key::Digit => ('1'..='9')
                 .enumerate()
                 .map(|(i, c)| (ev(KeyCode::Char(c), none), Some(i)))
@@ -263,6 +341,34 @@ mod tests {
     fn every_listed_key_maps_to_its_action() {
         check_table(KEYS, false);
         check_table(PROMPT_KEYS, true);
+        for d in REPLAY_KEYS.iter().chain(view_keys()) {
+            for k in d.keys {
+                for (e, digit) in events(*k) {
+                    let want = digit.map_or(d.action, Action::PickTarget);
+                    assert_eq!(replay_action_for(e), Some(want), "{} ({k:?})", d.label);
+                }
+            }
+        }
+    }
+
+    /// Defect: replay's help was the live dashboard's (pause the writers,
+    /// add a target) and left out the player's keys.
+    #[test]
+    fn replay_keys_are_the_players_and_the_views() {
+        let none = KeyModifiers::NONE;
+        let r = |c| replay_action_for(ev(KeyCode::Char(c), none));
+        assert_eq!(r(' '), Some(Action::PlayPause));
+        assert_eq!(r('>'), Some(Action::Faster));
+        assert_eq!(r('<'), Some(Action::Slower));
+        assert_eq!(r('.'), Some(Action::Step));
+        assert_eq!(r('n'), Some(Action::NextStall));
+        assert_eq!(r('N'), Some(Action::PrevStall));
+        assert_eq!(r('g'), Some(Action::GoTo));
+        assert_eq!(r('f'), Some(Action::ToggleFreeze));
+        assert_eq!(r('2'), Some(Action::PickTarget(1)));
+        for writer_key in ['m', '+', '-', 'r', 'a'] {
+            assert_eq!(r(writer_key), None, "{writer_key} controls writers");
+        }
     }
 
     #[test]

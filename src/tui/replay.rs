@@ -8,12 +8,12 @@
 //! previous stall, `g` go to a time (type seconds, Enter), `q` quit.
 
 use super::app::{App, Header, Style};
-use super::keys::action_for;
+use super::keys::{replay_action_for, Action};
 use super::term::{TermGuard, UiOptions};
 use crate::base::error::UsageError;
 use crate::model::control::Notice;
 use crate::sink::recording::Recording;
-use crossterm::event::{self, Event as CtEvent, KeyCode, KeyEventKind, KeyModifiers};
+use crossterm::event::{self, Event as CtEvent, KeyCode, KeyEventKind};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 use std::io::{self, IsTerminal};
@@ -94,10 +94,7 @@ impl Player {
         };
         match &self.goto {
             Some(g) => format!("go to (s): {g}_"),
-            None => format!(
-                "{state} {}× {now:.0}/{end:.0} s  [space play  </> speed  . step  n/N stall  g go to]",
-                self.speed
-            ),
+            None => format!("{state} {}× {now:.0}/{end:.0} s", self.speed),
         }
     }
 }
@@ -232,24 +229,23 @@ fn handle_key(p: &mut Player, app: &mut App, rec: &Recording, k: event::KeyEvent
         }
         return None;
     }
-    let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
-    match k.code {
-        _ if ctrl_c => app.quit(),
-        KeyCode::Char('q') => app.quit(),
-        KeyCode::Char(' ') => p.playing = !p.playing && p.pos < len,
-        KeyCode::Char('>') => p.speed = (p.speed * 2).min(64),
-        KeyCode::Char('<') => p.speed = (p.speed / 2).max(1),
-        KeyCode::Char('.') | KeyCode::Right => {
+    let Some(a) = replay_action_for(k) else {
+        return None;
+    };
+    match a {
+        Action::Quit => app.quit(),
+        Action::PlayPause => p.playing = !p.playing && p.pos < len,
+        Action::Faster => p.speed = (p.speed * 2).min(64),
+        Action::Slower => p.speed = (p.speed / 2).max(1),
+        Action::Step => {
             p.playing = false;
             return Some(p.seek(p.pos + 1, len));
         }
-        KeyCode::Char('n') => return Player::stall_pos(rec, p.pos, true).map(|t| p.seek(t, len)),
-        KeyCode::Char('N') => return Player::stall_pos(rec, p.pos, false).map(|t| p.seek(t, len)),
-        KeyCode::Char('g') => p.goto = Some(String::new()),
-        _ => {
-            if let Some(a) = action_for(k, app.prompt_open()) {
-                let _ = app.on_action(a);
-            }
+        Action::NextStall => return Player::stall_pos(rec, p.pos, true).map(|t| p.seek(t, len)),
+        Action::PrevStall => return Player::stall_pos(rec, p.pos, false).map(|t| p.seek(t, len)),
+        Action::GoTo => p.goto = Some(String::new()),
+        a => {
+            let _ = app.on_action(a);
         }
     }
     None

@@ -3,7 +3,7 @@
 //! draws what fits and never panics: each direct cell write is bounds-checked.
 
 use super::app::{App, Point, TargetView};
-use super::keys::{KeyDef, KEYS, PROMPT_KEYS};
+use super::keys::{view_keys, KeyDef, KEYS, PROMPT_KEYS, REPLAY_KEYS};
 use crate::base::units::ByteSize;
 use crate::model::cause::Cause;
 use crate::model::observed::BlockTiming;
@@ -427,67 +427,97 @@ pub fn draw(f: &mut Frame, app: &App) {
         Constraint::Length(1),
     ])
     .areas(area);
-    Paragraph::new(header_lines(app, &th)).render(header, buf);
+    Paragraph::new(header_lines(app, &th, area.width)).render(header, buf);
     draw_banner(buf, banner, app, &th);
     if area.width >= COMPACT_W && area.height >= COMPACT_H {
         draw_body(buf, body, app, &th);
+    } else if body.height > 0 {
+        let why = format!(
+            "terminal too small for charts: need {COMPACT_W}\u{d7}{COMPACT_H}, have {}\u{d7}{}",
+            area.width, area.height
+        );
+        put_str(buf, body.x, body.y, &why, usize::from(body.width), th.dim());
     }
     draw_status(buf, status, app, &th);
     if app.help_open() {
-        draw_help(buf, area, &th);
+        draw_help(buf, area, app.header().replay, &th);
     }
     if let Some(p) = app.prompt() {
         draw_prompt(buf, area, status, p, &th);
     }
 }
 
-fn header_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
+fn header_lines<'a>(app: &'a App, th: &Theme, width: u16) -> Vec<Line<'a>> {
+    let mut l1 = vec![Span::styled("stallscope", th.bold())];
+    l1.extend(state_flags(app, th));
+    let used: usize = l1.iter().map(Span::width).sum();
+    l1.extend(target_spans(app, th, usize::from(width).saturating_sub(used)));
+    vec![Line::from(l1), workload_line(app, th), summary_line(app, th)]
+}
+
+/// The state a person must not miss (replay and where it is, recording,
+/// paused, frozen, a failed target): first on the header, so no width
+/// hides it.
+fn state_flags(app: &App, th: &Theme) -> Vec<Span<'static>> {
     let h = app.header();
-    let n = app.targets().len();
-    let mut l1 = vec![Span::styled("stallscope ", th.bold())];
-    if let Some(t) = app.targets().get(h.active) {
-        let m = &t.meta;
-        let what = if app.is_observed_view(h.active) {
-            "view"
-        } else {
-            "target"
-        };
-        l1.push(Span::raw(format!(" {what} {}/{n} ", h.active + 1)));
-        l1.push(Span::styled(m.path.as_str(), th.bold()));
-        l1.push(Span::raw(format!(
-            "  {} on {} ({})",
-            m.fs, m.device, m.mount_options
-        )));
-    }
-    let flag = |text: &'static str, c: Color| {
+    let flag = |text: String, c: Color| {
         Span::styled(format!("  {text}"), th.fg(c).add_modifier(Modifier::BOLD))
     };
+    let mut v = Vec::new();
+    if h.replay {
+        v.push(flag(format!("REPLAY {}", app.replay_status()), Color::Cyan));
+    }
+    if h.recording {
+        v.push(flag(th.g.rec.to_string(), Color::Red));
+    }
+    if app.paused() {
+        v.push(flag("PAUSED".into(), Color::Yellow));
+    }
+    if app.frozen() {
+        v.push(flag(format!("FROZEN at {}", fmt_s(app.view_end())), Color::Cyan));
+    }
     let failed = app
         .targets()
         .get(h.active)
         .and_then(|t| t.at(app.view_end()))
         .is_some_and(|p| p.failed);
     if failed {
-        l1.push(flag("TARGET FAILED", Color::Red));
+        v.push(flag("TARGET FAILED".into(), Color::Red));
     }
-    if h.recording {
-        l1.push(flag(th.g.rec, Color::Red));
+    v
+}
+
+/// "target 1/2 …/mnt/ext4  ext4 on /dev/loop0 (7:0)  rw,relatime" in
+/// `room` columns: the mount options give way first, then the device,
+/// then the path loses its leading folders.
+fn target_spans<'a>(app: &'a App, th: &Theme, room: usize) -> Vec<Span<'a>> {
+    let h = app.header();
+    let Some(m) = app.targets().get(h.active).map(|t| &t.meta) else {
+        return Vec::new();
+    };
+    let what = if app.is_observed_view(h.active) {
+        "view"
+    } else {
+        "target"
+    };
+    let lead = format!("  {what} {}/{} ", h.active + 1, app.targets().len());
+    let on = format!("  {} on {}", m.fs, m.device);
+    let opts = format!("  {}", m.mount_options);
+    let path_len = m.path.chars().count();
+    let fixed = lead.len() + path_len;
+    let mut v = vec![Span::raw(lead.clone())];
+    let path_room = room.saturating_sub(lead.len());
+    v.push(Span::styled(
+        crate::base::text::elide_path(&m.path, path_room),
+        th.bold(),
+    ));
+    if fixed + on.len() <= room {
+        v.push(Span::raw(on.clone()));
+        if !m.mount_options.is_empty() && fixed + on.len() + opts.len() <= room {
+            v.push(Span::styled(opts, th.dim()));
+        }
     }
-    if app.paused() {
-        l1.push(flag("PAUSED", Color::Yellow));
-    }
-    if app.frozen() {
-        l1.push(flag("FROZEN", Color::Cyan));
-    }
-    if h.replay {
-        l1.push(flag("REPLAY", Color::Cyan));
-        l1.push(Span::styled(
-            format!(" {}", app.replay_status()),
-            th.fg(Color::Cyan),
-        ));
-    }
-    let l2 = workload_line(app, th);
-    vec![Line::from(l1), l2, summary_line(app, th)]
+    v
 }
 
 /// The second header line: what runs (or is observed), tracing, and how
@@ -555,16 +585,19 @@ fn summary_line<'a>(app: &App, th: &Theme) -> Line<'a> {
     };
     let ms = |v: Option<f64>| v.map_or("-".to_string(), fmt_val);
     let mib = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    let stalls = match app.stall_counts() {
+        (here, all) if here == all => format!("{here}"),
+        (here, all) => format!("{here} of {all}"),
+    };
     if p.observed {
         return Line::from(vec![
             Span::styled(format!("{:.0} s  ", p.t_s), th.dim()),
             Span::styled(format!("writes {:.1} MiB/s", p.mib_per_s), th.bold()),
             Span::raw(format!(
-                "  longest D-state stall {} ms  throttled {} ms/s  dirty {} MiB  stalls {}",
+                "  longest D-state stall {} ms  throttled {} ms/s  dirty {} MiB  stalls {stalls}",
                 ms(p.max_ms),
                 ms(p.pause_ms_per_s),
                 mib(p.dirty_mib),
-                t.stalls
             )),
         ]);
     }
@@ -575,11 +608,10 @@ fn summary_line<'a>(app: &App, th: &Theme) -> Line<'a> {
             th.bold(),
         ),
         Span::raw(format!(
-            "  p99 {} ms  max {} ms  dirty {} MiB  stalls {}",
+            "  p99 {} ms  max {} ms  dirty {} MiB  stalls {stalls}",
             ms(p.p99_ms),
             ms(p.max_ms),
             mib(p.dirty_mib),
-            t.stalls
         )),
     ])
 }
@@ -897,7 +929,7 @@ fn draw_stalls(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
     if r.height == 0 {
         return;
     }
-    let total: u64 = app.targets().iter().map(|t| t.stalls).sum();
+    let (_, total) = app.stall_counts();
     let title = Line::from(vec![
         Span::styled("Stalls", th.bold()),
         Span::styled(format!(", newest first ({total} in all)"), th.dim()),
@@ -958,7 +990,11 @@ fn cause_color(c: Cause) -> Color {
 }
 
 fn draw_status(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
-    let hint = "? help  q quit";
+    let hint = if app.header().replay {
+        "space play  n stall  ? keys  q quit"
+    } else {
+        "? help  q quit"
+    };
     let hint_w = hint.len() as u16;
     if let Some(m) = app.last_message() {
         let st = if m.error {
@@ -981,18 +1017,29 @@ fn draw_status(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
     }
 }
 
-/// A centred popup listing both key tables.
-fn draw_help(buf: &mut Buffer, area: Rect, th: &Theme) {
+/// A centred popup listing the key tables of this dashboard (live, or a
+/// replay's player and view keys). Rows without a label share the row
+/// above ("> <").
+fn draw_help(buf: &mut Buffer, area: Rect, replay: bool, th: &Theme) {
     let row = |d: &KeyDef| {
         Line::from(vec![
             Span::styled(format!(" {:<11}", d.label), th.bold()),
             Span::raw(d.help),
         ])
     };
-    let mut lines: Vec<Line> = KEYS.iter().map(row).collect();
-    lines.push(Line::raw(""));
-    lines.push(Line::styled(" at the add-target prompt:", th.dim()));
-    lines.extend(PROMPT_KEYS.iter().map(row));
+    let labelled = |d: &&KeyDef| !d.label.is_empty();
+    let mut lines: Vec<Line> = Vec::new();
+    if replay {
+        lines.extend(REPLAY_KEYS.iter().filter(labelled).map(row));
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(" the view:", th.dim()));
+        lines.extend(view_keys().filter(labelled).map(row));
+    } else {
+        lines.extend(KEYS.iter().map(row));
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(" at the add-target prompt:", th.dim()));
+        lines.extend(PROMPT_KEYS.iter().map(row));
+    }
     let w = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 3;
     let r = centered(area, w, lines.len() as u16 + 2);
     popup(buf, r, " keys ", lines, th);
@@ -1133,6 +1180,7 @@ mod tests {
     use super::super::keys::Action;
     use super::*;
 
+    use crate::model::snapshot::TargetMeta;
     use crate::model::stall::Live;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
@@ -1396,6 +1444,86 @@ mod tests {
             "{s}"
         );
         assert!(!s.contains("Throughput") && !s.contains("Stalls"), "{s}");
+        assert!(
+            s.contains("terminal too small for charts: need 60×15, have 59×14"),
+            "{s}"
+        );
+    }
+
+    /// Defect: at 80 columns the state came after the mount options and
+    /// was cut off.
+    #[test]
+    fn at_80_columns_the_state_comes_first() {
+        let long = TargetMeta {
+            path: "/var/tmp/stallscope-lab/mnt/ext4-with-a-long-name".into(),
+            fs: "ext4".into(),
+            device: "/dev/loop7 (7:7)".into(),
+            mount_options: "rw,relatime,errors=remount-ro,data=ordered".into(),
+        };
+        let mut app = App::new(header(), vec![long.clone()], 120, Style::default());
+        for i in 1..=20 {
+            app.on_snapshot(&snapshot(i, 1, 0, vec![]));
+        }
+        app.on_action(Action::ToggleRecord);
+        app.on_action(Action::TogglePause);
+        app.on_action(Action::ToggleFreeze);
+        let top = text(&render(&app, 80, 24), 0);
+        for want in ["● REC", "PAUSED", "FROZEN at 20s", "target 1/1", "…/"] {
+            assert!(top.contains(want), "{want}: {top}");
+        }
+        let mut h = header();
+        h.replay = true;
+        let mut app = App::new(h, vec![long], 120, Style::default());
+        app.set_replay_status("paused 8× 12/60 s".into());
+        let b = render(&app, 80, 24);
+        let top = text(&b, 0);
+        assert!(top.contains("REPLAY paused 8× 12/60 s"), "{top}");
+        assert!(text(&b, 23).contains("space play"), "{}", text(&b, 23));
+    }
+
+    /// Defect: a frozen view's stall count kept moving.
+    #[test]
+    fn a_frozen_view_keeps_its_stall_counts() {
+        let mut app = filled(1, 60);
+        app.on_action(Action::ToggleFreeze);
+        for i in 61..=90 {
+            let st = vec![stall(0, i as f64 - 0.5, 300.0, 1, Cause::Sync)];
+            app.on_snapshot(&snapshot(i, 1, 0, st));
+        }
+        let b = render(&app, 120, 40);
+        assert!(text(&b, 2).trim_end().ends_with("stalls 2"), "{}", text(&b, 2));
+        assert!(all(&b).contains("(2 in all)"), "{}", all(&b));
+        app.on_action(Action::ToggleFreeze);
+        let b = render(&app, 120, 40);
+        assert!(text(&b, 2).contains("stalls 32"), "{}", text(&b, 2));
+    }
+
+    /// Defect: the list said "newest first" but was in arrival order.
+    #[test]
+    fn the_stall_list_is_newest_first_by_start() {
+        let mut app = app(1);
+        let late_long = stall(0, 3.0, 5000.0, 1, Cause::Sync);
+        let early_short = stall(0, 7.0, 200.0, 2, Cause::DirtyThrottle);
+        app.on_snapshot(&snapshot(8, 1, 0, vec![early_short]));
+        app.on_snapshot(&snapshot(9, 1, 0, vec![late_long]));
+        let starts: Vec<u64> = app.stalls().map(|s| s.ev.start_ns).collect();
+        assert!(starts.windows(2).all(|w| w[0] >= w[1]), "{starts:?}");
+    }
+
+    /// Defect: replay's help was the live dashboard's.
+    #[test]
+    fn replay_help_lists_the_players_keys() {
+        let mut h = header();
+        h.replay = true;
+        let mut app = App::new(h, vec![meta(0)], 120, Style::default());
+        app.on_action(Action::ToggleHelp);
+        let s = all(&render(&app, 80, 24));
+        for want in ["play / pause", "faster / slower", "one interval forward", "next / previous stall", "go to a time", "freeze"] {
+            assert!(s.contains(want), "{want}\n{s}");
+        }
+        for not in ["pause / resume the writers", "add a target", "next write mode"] {
+            assert!(!s.contains(not), "{not}\n{s}");
+        }
     }
 
     #[test]
