@@ -254,8 +254,9 @@ impl Session {
         placement: Placement,
     ) -> anyhow::Result<Session> {
         let mut s = Session::assemble(cfg, prepared, placement);
-        s.start_engines()?;
+        // Tracing first: the writers' first ops are traced too.
         s.start_tracing();
+        s.start_engines()?;
         s.note_observing();
         Ok(s)
     }
@@ -448,11 +449,16 @@ impl Session {
                 let t = &self.prepared.targets[i];
                 let jdir = self.prepared.journal.as_ref().map(|s| s.path());
                 let spec = EngineSpec::new(&self.cfg, i, t.scratch.path(), jdir);
-                self.engines[i] = Some(Engine::start(&spec, self.timing, self.handover.clone())?);
+                let eng = Engine::start_held(&spec, self.timing, self.handover.clone())?;
+                self.engines[i] = Some(eng);
                 self.agg.clear_failed(i);
             }
         }
+        // Trace filters name the new threads before they write.
         self.refresh_watch();
+        for e in self.engines.iter().flatten() {
+            e.release();
+        }
         Ok(())
     }
 

@@ -40,7 +40,10 @@ fn a_periodic_sync_stall_lands_in_its_interval_and_the_banner_never_outlives_it(
     };
     let (tx, rx) = unbounded();
     let (_spare_tx, spare) = bounded(8);
-    let handover = Handover { tx: tx.clone(), spare };
+    let handover = Handover {
+        tx: tx.clone(),
+        spare,
+    };
     let mut agg = Aggregator::new(
         interval_ns,
         vec![TargetState {
@@ -78,7 +81,11 @@ fn a_periodic_sync_stall_lands_in_its_interval_and_the_banner_never_outlives_it(
         .flat_map(|s| s.stalls.iter().map(move |st| (s.index, st)))
         .filter(|(_, st)| st.ev.op == OpKind::Sync)
         .collect();
-    assert!(syncs.len() >= 2, "two periodic syncs in 2.6 s: {}", syncs.len());
+    assert!(
+        syncs.len() >= 2,
+        "two periodic syncs in 2.6 s: {}",
+        syncs.len()
+    );
     for (index, st) in &syncs {
         let dur_ms = st.ev.dur() as f64 / 1e6;
         let end_ns = st.ev.start_ns + st.ev.dur();
@@ -100,7 +107,9 @@ fn a_periodic_sync_stall_lands_in_its_interval_and_the_banner_never_outlives_it(
         }
     }
     assert!(
-        syncs.iter().any(|(_, st)| banner.contains_key(&st.ev.start_ns)),
+        syncs
+            .iter()
+            .any(|(_, st)| banner.contains_key(&st.ev.start_ns)),
         "the banner showed a sync while it lasted"
     );
 }

@@ -235,9 +235,7 @@ impl TraceSession {
         // From here on Drop undoes whatever was done, on every error path.
         let mut s = TraceSession {
             root: root.to_path_buf(),
-            instance: root
-                .join("instances")
-                .join(instance_name()),
+            instance: root.join("instances").join(instance_name()),
             mounted_by_us,
             pipe: None,
             partial: Vec::new(),

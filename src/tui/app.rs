@@ -673,7 +673,11 @@ impl App {
     fn pick(&mut self, i: usize) -> Option<Control> {
         let n = self.targets.len();
         if i >= n {
-            self.message(format!("no target {}: there are {n} (1-{n})", i + 1), true);
+            let have = match n {
+                1 => "there is one".to_string(),
+                n => format!("there are {n} (1-{n})"),
+            };
+            self.message(format!("no target {}: {have}", i + 1), true);
             return None;
         }
         if i == self.header.active {
@@ -1147,7 +1151,11 @@ mod tests {
         let mut a = app(3);
         assert_eq!(a.on_action(Action::PickTarget(8)), None);
         let m = a.last_message().expect("a message");
-        assert!(m.error && m.text == "no target 9: there are 3 (1-3)", "{}", m.text);
+        assert!(
+            m.error && m.text == "no target 9: there are 3 (1-3)",
+            "{}",
+            m.text
+        );
     }
 
     #[test]

@@ -167,7 +167,12 @@ pub const REPLAY_KEYS: &[KeyDef] = &[
         &[Key::Char('q'), Key::Ctrl('c')],
         Action::Quit,
     ),
-    def("space", "play / pause", &[Key::Char(' ')], Action::PlayPause),
+    def(
+        "space",
+        "play / pause",
+        &[Key::Char(' ')],
+        Action::PlayPause,
+    ),
     def(
         "> <",
         "faster / slower (1\u{d7} to 64\u{d7})",
@@ -188,7 +193,12 @@ pub const REPLAY_KEYS: &[KeyDef] = &[
         Action::NextStall,
     ),
     def("", "", &[Key::Char('N')], Action::PrevStall),
-    def("g", "go to a time (seconds, Enter)", &[Key::Char('g')], Action::GoTo),
+    def(
+        "g",
+        "go to a time (seconds, Enter)",
+        &[Key::Char('g')],
+        Action::GoTo,
+    ),
     def(
         "Tab  1-9",
         "show the next / Nth target",

@@ -451,8 +451,16 @@ fn header_lines<'a>(app: &'a App, th: &Theme, width: u16) -> Vec<Line<'a>> {
     let mut l1 = vec![Span::styled("stallscope", th.bold())];
     l1.extend(state_flags(app, th));
     let used: usize = l1.iter().map(Span::width).sum();
-    l1.extend(target_spans(app, th, usize::from(width).saturating_sub(used)));
-    vec![Line::from(l1), workload_line(app, th), summary_line(app, th)]
+    l1.extend(target_spans(
+        app,
+        th,
+        usize::from(width).saturating_sub(used),
+    ));
+    vec![
+        Line::from(l1),
+        workload_line(app, th),
+        summary_line(app, th),
+    ]
 }
 
 /// The state a person must not miss (replay and where it is, recording,
@@ -474,7 +482,10 @@ fn state_flags(app: &App, th: &Theme) -> Vec<Span<'static>> {
         v.push(flag("PAUSED".into(), Color::Yellow));
     }
     if app.frozen() {
-        v.push(flag(format!("FROZEN at {}", fmt_s(app.view_end())), Color::Cyan));
+        v.push(flag(
+            format!("FROZEN at {}", fmt_s(app.view_end())),
+            Color::Cyan,
+        ));
     }
     let failed = app
         .targets()
@@ -935,45 +946,57 @@ fn draw_stalls(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
         Span::styled(format!(", newest first ({total} in all)"), th.dim()),
     ]);
     let head = format!(
-        "{:>9} {:>9}  {:<15} {:<4} {:>6}  {:<12}  target",
+        "{:>9} {:>9}  {:<15} {:<4} {:>6}  {:<15}  target",
         "time", "duration", "cause", "conf", "thread", "op"
     );
     let mut lines = vec![title, Line::styled(head, th.dim())];
     let rows = usize::from(r.height).saturating_sub(2);
-    lines.extend(app.stalls().take(rows).map(|s| stall_row(s, app, th)));
+    let width = usize::from(r.width);
+    lines.extend(
+        app.stalls()
+            .take(rows)
+            .map(|s| stall_row(s, app, th, width)),
+    );
     Paragraph::new(lines).render(r, buf);
 }
 
-fn stall_row<'a>(s: &Stall, app: &App, th: &Theme) -> Line<'a> {
+fn stall_row<'a>(s: &Stall, app: &App, th: &Theme, width: usize) -> Line<'a> {
     let target = app
         .view_of(&s.ev.who)
         .and_then(|i| app.targets().get(i))
         .map_or("?", |t| t.meta.path.as_str());
     let conf = s.why.confidence.as_str();
+    let lead = Span::raw(format!(
+        "{:>9} {:>9}  ",
+        fmt_t(s.ev.start_ns as f64 / 1e9),
+        fmt_dur(s.ev.dur() as f64 / 1e6)
+    ));
+    let cause = Span::styled(
+        format!("{:<15}", s.why.cause.as_str()),
+        th.fg(cause_color(s.why.cause)),
+    );
+    let rest = format!(" {conf:<4} {:>6}  {:<15}  ", s.ev.who.thread(), op_name(s));
+    let room = width.saturating_sub(lead.width() + cause.width() + rest.chars().count());
     Line::from(vec![
-        Span::raw(format!(
-            "{:>9} {:>9}  ",
-            fmt_t(s.ev.start_ns as f64 / 1e9),
-            fmt_dur(s.ev.dur() as f64 / 1e6)
-        )),
-        Span::styled(
-            format!("{:<15}", s.why.cause.as_str()),
-            th.fg(cause_color(s.why.cause)),
-        ),
-        Span::raw(format!(
-            " {conf:<4} {:>6}  {:<12}  {target}",
-            s.ev.who.thread(),
-            op_name(s)
-        )),
+        lead,
+        cause,
+        Span::raw(rest),
+        Span::raw(crate::base::text::elide_path(target, room)),
     ])
 }
 
-/// What the thread was doing: our op, or an observed thread's system call
-/// when its stack named one.
-fn op_name(s: &Stall) -> &str {
-    match (s.ev.op, s.why.evidence.syscall.as_deref()) {
-        (crate::model::ops::OpKind::Blocked, Some(call)) => call,
-        (op, _) => op.as_str(),
+/// What the thread was doing: our op (a segment wait says which sync it
+/// waited for), or an observed thread's system call when its stack named one.
+fn op_name(s: &Stall) -> String {
+    use crate::model::ops::OpKind;
+    let e = &s.why.evidence;
+    match (s.ev.op, e.syscall.as_deref(), e.sync_op.as_deref()) {
+        (OpKind::Blocked, Some(call), _) => call.to_string(),
+        (OpKind::SegmentWait, _, Some(op)) => {
+            let call = op.split_whitespace().next().unwrap_or(op);
+            format!("{call} (recycle)")
+        }
+        (op, _, _) => op.as_str().to_string(),
     }
 }
 
@@ -1491,7 +1514,11 @@ mod tests {
             app.on_snapshot(&snapshot(i, 1, 0, st));
         }
         let b = render(&app, 120, 40);
-        assert!(text(&b, 2).trim_end().ends_with("stalls 2"), "{}", text(&b, 2));
+        assert!(
+            text(&b, 2).trim_end().ends_with("stalls 2"),
+            "{}",
+            text(&b, 2)
+        );
         assert!(all(&b).contains("(2 in all)"), "{}", all(&b));
         app.on_action(Action::ToggleFreeze);
         let b = render(&app, 120, 40);
@@ -1518,10 +1545,21 @@ mod tests {
         let mut app = App::new(h, vec![meta(0)], 120, Style::default());
         app.on_action(Action::ToggleHelp);
         let s = all(&render(&app, 80, 24));
-        for want in ["play / pause", "faster / slower", "one interval forward", "next / previous stall", "go to a time", "freeze"] {
+        for want in [
+            "play / pause",
+            "faster / slower",
+            "one interval forward",
+            "next / previous stall",
+            "go to a time",
+            "freeze",
+        ] {
             assert!(s.contains(want), "{want}\n{s}");
         }
-        for not in ["pause / resume the writers", "add a target", "next write mode"] {
+        for not in [
+            "pause / resume the writers",
+            "add a target",
+            "next write mode",
+        ] {
             assert!(!s.contains(not), "{not}\n{s}");
         }
     }

@@ -88,6 +88,8 @@ pub struct WatchSlot {
 /// Running threads of one target.
 pub struct Engine {
     stop: Arc<AtomicBool>,
+    /// Threads wait for it before their first op (`start_held`).
+    go: Arc<AtomicBool>,
     handles: Vec<JoinHandle<()>>,
     pub slots: Vec<WatchSlot>,
 }
@@ -100,6 +102,7 @@ struct ThreadCtx {
     handover: Handover,
     inflight: Arc<InFlight>,
     stop: Arc<AtomicBool>,
+    go: Arc<AtomicBool>,
 }
 
 /// What every thread of one engine starts from.
@@ -108,6 +111,7 @@ struct Shared<'a> {
     timing: Timing,
     handover: &'a Handover,
     stop: Arc<AtomicBool>,
+    go: Arc<AtomicBool>,
 }
 
 impl Shared<'_> {
@@ -119,6 +123,7 @@ impl Shared<'_> {
             handover: self.handover.clone(),
             inflight,
             stop: self.stop.clone(),
+            go: self.go.clone(),
         }
     }
 }
@@ -149,6 +154,19 @@ fn open_logs(spec: &EngineSpec, kind: LogKind) -> io::Result<Vec<Arc<SegmentLog>
 impl Engine {
     /// Checks the target can take this mode, then starts the threads.
     pub fn start(spec: &EngineSpec, timing: Timing, handover: Handover) -> anyhow::Result<Engine> {
+        let eng = Engine::start_held(spec, timing, handover)?;
+        eng.release();
+        Ok(eng)
+    }
+
+    /// Like `start`, but the threads only learn their kernel ids and wait
+    /// for `release`: the session narrows tracing to them first, so their
+    /// first ops are traced too (else the first stalls had no evidence).
+    pub fn start_held(
+        spec: &EngineSpec,
+        timing: Timing,
+        handover: Handover,
+    ) -> anyhow::Result<Engine> {
         if matches!(spec.mode, Mode::Direct | Mode::Journal) {
             let dir = if spec.mode == Mode::Journal {
                 &spec.journal_dir
@@ -158,8 +176,10 @@ impl Engine {
             check_o_direct(dir)?;
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
         let mut eng = Engine {
             stop: stop.clone(),
+            go: go.clone(),
             handles: Vec::new(),
             slots: Vec::new(),
         };
@@ -168,6 +188,7 @@ impl Engine {
             timing,
             handover: &handover,
             stop,
+            go,
         };
         match spec.mode {
             Mode::Journal => eng.start_journal(&sh)?,
@@ -249,6 +270,10 @@ impl Engine {
         let h = std::thread::Builder::new()
             .name(name)
             .spawn(move || {
+                ctx.inflight.set_tid_to_current();
+                while !ctx.go.load(Acquire) && !ctx.stop.load(Relaxed) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&ctx)));
                 if let Err(p) = res {
                     // It died inside an op: without this the watchdog would
@@ -268,6 +293,11 @@ impl Engine {
             })
             .expect("spawn writer thread");
         self.handles.push(h);
+    }
+
+    /// Lets held threads begin (see `start_held`).
+    pub fn release(&self) {
+        self.go.store(true, Release);
     }
 
     /// Asks every thread to stop (they finish their current op).

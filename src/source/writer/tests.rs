@@ -178,3 +178,45 @@ fn a_panicking_writer_is_an_error_event_and_the_others_go_on() {
     assert!(ops_after[0] > 0 && ops_after[2] > 0, "{ops_after:?}");
     assert_eq!(stalls_of_dead, 0, "its last op is not reported again");
 }
+
+/// Held threads know their kernel ids but write nothing until released
+/// (the session narrows tracing to them in between).
+#[test]
+fn held_writers_wait_for_release_with_their_tids_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        threads: 2,
+        sync: SyncPolicy::None,
+        ..Config::default()
+    };
+    let (spec, timing, handover, rx) = setup(&cfg, dir.path());
+    let eng = Engine::start_held(&spec, timing, handover).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while eng.slots.iter().any(|s| s.inflight.tid() == 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        eng.slots.iter().all(|s| s.inflight.tid() != 0),
+        "tids known"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let before: u64 = rx
+        .try_iter()
+        .filter_map(|m| match m {
+            Msg::Batch(b) => Some(b.ops),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(before, 0, "no op before release");
+    eng.release();
+    std::thread::sleep(Duration::from_millis(300));
+    eng.stop();
+    let after: u64 = rx
+        .try_iter()
+        .filter_map(|m| match m {
+            Msg::Batch(b) => Some(b.ops),
+            _ => None,
+        })
+        .sum();
+    assert!(after > 0, "writes after release");
+}
