@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 /// its stall used to go out only at its next op — a period late, filed in
 /// the wrong interval, with the banner counting on an op that had ended.
 #[test]
+#[allow(clippy::too_many_lines)]
 fn a_periodic_sync_stall_lands_in_its_interval_and_the_banner_never_outlives_it() {
     const HOLD_MS: u64 = 260;
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();

@@ -229,9 +229,7 @@ fn handle_key(p: &mut Player, app: &mut App, rec: &Recording, k: event::KeyEvent
         }
         return None;
     }
-    let Some(a) = replay_action_for(k) else {
-        return None;
-    };
+    let a = replay_action_for(k)?;
     match a {
         Action::Quit => app.quit(),
         Action::PlayPause => p.playing = !p.playing && p.pos < len,
