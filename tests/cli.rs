@@ -413,3 +413,82 @@ fn absurd_values_are_refused() {
         assert!(err.contains("error"), "{args:?}: {err}");
     }
 }
+
+/// A tmpfs of `size` mounted on a temp dir, unmounted on drop.
+struct SmallTmpfs(tempfile::TempDir);
+
+impl SmallTmpfs {
+    fn new(size: &str) -> SmallTmpfs {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "sstmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        SmallTmpfs(dir)
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// Defect: the default (mmap) mode died on a target with less room than
+/// one segment with a bare "No space left on device", and took the other
+/// targets with it.
+#[test]
+fn a_target_too_full_for_one_segment_is_named_and_the_others_go_on() {
+    if !need_root("a_target_too_full_for_one_segment_is_named_and_the_others_go_on") {
+        return;
+    }
+    let full = SmallTmpfs::new("2m");
+    let out = bin()
+        .args(["run", "--duration", "1s", "--target"])
+        .arg(full.0.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let path = full.0.path().display().to_string();
+    for want in [path.as_str(), "target full", "2MiB free", "--segment-size"] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    assert!(leftovers(full.0.path()).is_empty());
+
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = bin()
+        .args(["run", "--duration", "2s", "--format", "jsonl", "--target"])
+        .arg(shm.path())
+        .arg("--target")
+        .arg(full.0.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let event = lines
+        .iter()
+        .find(|l| {
+            l["type"] == "event"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("backing off"))
+        })
+        .unwrap_or_else(|| panic!("a backing-off event: {lines:?}"));
+    assert!(
+        event["message"].as_str().unwrap().contains(&path),
+        "{event}"
+    );
+    let shm_ops: u64 = lines
+        .iter()
+        .filter(|l| l["type"] == "interval" && l["target"] == shm.path().display().to_string())
+        .map(|l| l["ops"].as_u64().unwrap())
+        .sum();
+    assert!(shm_ops > 0, "the other target went on");
+}

@@ -18,7 +18,7 @@ use crate::source::proc::{ProcRoot, ProcSampler};
 use crate::source::scratch::Scratch;
 use crate::source::trace::TraceSession;
 use crate::source::watchdog::Watchdog;
-use crate::source::writer::{Engine, EngineSpec};
+use crate::source::writer::{Engine, EngineSpec, TargetFull};
 use crossbeam::channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -228,6 +228,9 @@ pub struct Session {
     agg: Aggregator,
     watchdog: Watchdog,
     engines: Vec<Option<Engine>>,
+    /// Per target: backing off since it was too full to start its writers,
+    /// retried at this time (run clock, ns).
+    full_retry: Vec<Option<(u64, String)>>,
     sampler: ProcSampler,
     /// The first raw kernel sample (a recording's header keeps it).
     pub start_sample: crate::model::kernel::ProcSample,
@@ -257,6 +260,7 @@ impl Session {
         // Tracing first: the writers' first ops are traced too.
         s.start_tracing();
         s.start_engines()?;
+        s.refuse_if_all_full()?;
         s.note_observing();
         Ok(s)
     }
@@ -290,6 +294,7 @@ impl Session {
         let start_sample = sampler.sample(clock.now_ns());
         agg.set_kernel_base(start_sample.clone(), kproc::page_kib());
         let engines = (0..prepared.targets.len()).map(|_| None).collect();
+        let full_retry = vec![None; prepared.targets.len()];
         let observer = (!prepared.watched.is_empty()).then(|| {
             agg.set_observed(prepared.watched.clone());
             crate::source::observe::Observer::start(
@@ -315,6 +320,7 @@ impl Session {
             agg,
             watchdog,
             engines,
+            full_retry,
             sampler,
             start_sample,
             trace: None,
@@ -433,8 +439,29 @@ impl Session {
             }
     }
 
-    /// Starts writers wherever they should run and are not running.
+    /// At the start, when no target could take its writers (all full) and
+    /// nothing is observed, there is nothing to show: the error names the
+    /// targets, their free space and what to change.
+    fn refuse_if_all_full(&self) -> anyhow::Result<()> {
+        let full: Vec<&str> = self
+            .full_retry
+            .iter()
+            .flatten()
+            .map(|(_, why)| why.as_str())
+            .collect();
+        let running = self.engines.iter().any(Option::is_some);
+        if full.is_empty() || running || !self.prepared.watched.is_empty() {
+            return Ok(());
+        }
+        Err(UsageError::new(full.join("; ")).into())
+    }
+
+    /// Starts writers wherever they should run and are not running. A
+    /// target too full for its first segment does not stop the others: it
+    /// gets an event and is retried every `FULL_RETRY_NS`.
     fn start_engines(&mut self) -> anyhow::Result<()> {
+        let now = self.now_ns();
+        let mut full = Vec::new();
         for i in 0..self.prepared.targets.len() {
             let want = self.active(i);
             self.agg.set_state(
@@ -445,13 +472,25 @@ impl Session {
                     active: want,
                 },
             );
-            if want && self.engines[i].is_none() {
+            let backing_off = self.full_retry[i].as_ref().is_some_and(|r| r.0 > now);
+            if want && self.engines[i].is_none() && !backing_off {
                 let t = &self.prepared.targets[i];
                 let jdir = self.prepared.journal.as_ref().map(|s| s.path());
                 let spec = EngineSpec::new(&self.cfg, i, t.scratch.path(), jdir);
-                let eng = Engine::start_held(&spec, self.timing, self.handover.clone())?;
-                self.engines[i] = Some(eng);
-                self.agg.clear_failed(i);
+                match Engine::start_held(&spec, self.timing, self.handover.clone()) {
+                    Ok(eng) => {
+                        self.engines[i] = Some(eng);
+                        self.agg.clear_failed(i);
+                        if self.full_retry[i].take().is_some() {
+                            self.event(
+                                i,
+                                format!("{}: room again, writers started", t.path.display()),
+                            );
+                        }
+                    }
+                    Err(e) if e.is::<TargetFull>() => full.push((i, e)),
+                    Err(e) => return Err(e),
+                }
             }
         }
         // Trace filters name the new threads before they write.
@@ -459,7 +498,25 @@ impl Session {
         for e in self.engines.iter().flatten() {
             e.release();
         }
+        for (i, e) in full {
+            let why = format!("{}: {e}", self.prepared.targets[i].path.display());
+            if self.full_retry[i].is_none() {
+                self.event(i, format!("{why}; backing off, retrying every 5 s"));
+            }
+            self.full_retry[i] = Some((now + FULL_RETRY_NS, why));
+        }
         Ok(())
+    }
+
+    /// A run event of target `i`, from the session itself.
+    fn event(&self, target: usize, message: String) {
+        let _ = self.tx.send(Msg::Event {
+            target,
+            thread: None,
+            t_ns: self.now_ns(),
+            kind: crate::model::msg::EventKind::TargetFull,
+            message,
+        });
     }
 
     /// Stops every engine (writers finish the op in hand).
@@ -621,6 +678,7 @@ impl Session {
             scratch,
         });
         self.engines.push(None);
+        self.full_retry.push(None);
         let i = self.agg.add_target(TargetState {
             mode: self.cfg.mode,
             threads: self.cfg.threads,
@@ -638,6 +696,11 @@ impl Session {
     /// finished interval to `sink`.
     pub fn step(&mut self, end_ns: Option<u64>, sink: &mut dyn Sink) -> std::io::Result<()> {
         let now = self.now_ns();
+        if self.full_retry.iter().flatten().any(|r| r.0 <= now) {
+            if let Err(e) = self.start_engines() {
+                self.event(0, format!("restarting writers: {e:#}"));
+            }
+        }
         if now >= self.next_boundary {
             self.sample(now);
         }
@@ -748,6 +811,9 @@ impl Session {
         Ok(summary)
     }
 }
+
+/// How often a target too full for its writers is tried again.
+const FULL_RETRY_NS: u64 = 5_000_000_000;
 
 /// How often freed heap memory is handed back to the kernel.
 const TRIM_EVERY_NS: u64 = 10_000_000_000;

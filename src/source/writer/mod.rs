@@ -9,6 +9,7 @@ pub mod recorder;
 pub mod segments;
 
 use crate::base::error::UsageError;
+use crate::base::units::ByteSize;
 use crate::config::{Config, Mode, SyncPolicy, DIRECT_ALIGN};
 use crate::model::msg::{EventKind, Handover, Timing};
 use crate::model::ops::{InFlight, OpKind};
@@ -151,6 +152,33 @@ fn open_logs(spec: &EngineSpec, kind: LogKind) -> io::Result<Vec<Arc<SegmentLog>
         .collect()
 }
 
+/// The target cannot hold the engine's first segment (ENOSPC or EDQUOT
+/// while creating it): the session backs off and retries, as writers do
+/// when a later segment does not fit.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "target full: {} free, one {mode} segment takes {} (use a smaller --segment-size or --disk-budget, or free space)",
+    free.map_or("?".into(), |f| ByteSize(f).to_string()),
+    ByteSize(*segment)
+)]
+pub struct TargetFull {
+    pub mode: Mode,
+    pub free: Option<u64>,
+    pub segment: u64,
+}
+
+fn target_full(spec: &EngineSpec, e: io::Error) -> anyhow::Error {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => TargetFull {
+            mode: spec.mode,
+            free: segments::free_bytes(&spec.dir),
+            segment: spec.segment_size,
+        }
+        .into(),
+        _ => e.into(),
+    }
+}
+
 impl Engine {
     /// Checks the target can take this mode, then starts the threads.
     pub fn start(spec: &EngineSpec, timing: Timing, handover: Handover) -> anyhow::Result<Engine> {
@@ -245,7 +273,7 @@ impl Engine {
             Mode::Buffered => LogKind::Buffered,
             _ => LogKind::Direct,
         };
-        let logs = open_logs(spec, kind)?;
+        let logs = open_logs(spec, kind).map_err(|e| target_full(spec, e))?;
         for t in 0..spec.threads {
             let c = self.ctx(sh, t);
             let log = logs[t as usize % logs.len()].clone();
