@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod skips;
 #[cfg(test)]
 pub(crate) mod testenv;
 pub mod text;

@@ -4,9 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-pub const REQUIRE_VAR: &str = "STALLSCOPE_REQUIRE_ROOT_TESTS";
-
-/// True if the test may go on; prints why not, or panics when skips are forbidden.
+/// True if the test may go on; records why not, or panics when skips are forbidden.
 pub fn require_root(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -15,14 +13,7 @@ pub fn require_root(test: &str) -> bool {
     skip(test, "needs root")
 }
 
-/// Records a skip: a message, or a failure when skips are forbidden.
-pub fn skip(test: &str, why: &str) -> bool {
-    if std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1") {
-        panic!("{test}: cannot run ({why}) but {REQUIRE_VAR}=1 forbids skipping");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    false
-}
+pub use crate::base::skips::skip;
 
 /// A small tmpfs mounted on a fresh directory; unmounted and removed on drop.
 pub struct TmpfsMount {

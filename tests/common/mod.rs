@@ -16,12 +16,10 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Prints a skip, or panics when skips are forbidden (CI).
+/// Records a skip (shown at once and summed up by `zz_skipped`), or
+/// panics when skips are forbidden (CI).
 pub fn skip(test: &str, why: &str) {
-    if std::env::var("STALLSCOPE_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
-        panic!("{test}: cannot run ({why}) but STALLSCOPE_REQUIRE_ROOT_TESTS=1 forbids skipping");
-    }
-    eprintln!("SKIPPED {test}: {why}");
+    stallscope::base::skips::skip(test, why);
 }
 
 /// True if the test can go on as root; otherwise records the skip.
