@@ -406,9 +406,58 @@ pub fn layered(
         Some(p) => Config::from_file(p)?,
         None => Config::default(),
     };
+    let from_file = cfg.clone();
     args.apply(&mut cfg);
-    cfg.validate()?;
-    Ok(cfg)
+    let Err(e) = cfg.validate() else {
+        return Ok(cfg);
+    };
+    // The same complaint about the file alone: it is the file's value.
+    match config {
+        Some(p) if from_file.validate().err().map(|f| f.to_string()) == Some(e.to_string()) => {
+            Err(crate::base::error::UsageError::new(format!(
+                "{}: {}",
+                p.display(),
+                as_file_key(&e.to_string())
+            )))
+        }
+        _ => Err(e),
+    }
+}
+
+/// "--segment-size 1KiB is out of range" → "segment_size = 1KiB is out of
+/// range": a validation message said of a config file's key.
+fn as_file_key(msg: &str) -> String {
+    match msg.strip_prefix("--").and_then(|m| m.split_once(' ')) {
+        Some((flag, rest)) => format!("{} = {rest}", flag.replace('-', "_")),
+        None => msg.to_string(),
+    }
+}
+
+/// Parses the command line, exiting with clap's message on bad input. A
+/// misspelt subcommand that clap finds no suggestion for (`rn`) still gets
+/// one when it is a single edit away from a real one.
+pub fn parse_or_exit() -> Cli {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    use clap::CommandFactory;
+    let mut e = match Cli::try_parse() {
+        Ok(c) => return c,
+        Err(e) => e,
+    };
+    if e.kind() == ErrorKind::InvalidSubcommand && e.get(ContextKind::SuggestedSubcommand).is_none()
+    {
+        if let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidSubcommand) {
+            let cmd = Cli::command();
+            let names: Vec<String> = cmd
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+            if let Some(best) = names.iter().find(|n| strsim::levenshtein(n, bad) == 1) {
+                let best = ContextValue::Strings(vec![best.clone()]);
+                e.insert(ContextKind::SuggestedSubcommand, best);
+            }
+        }
+    }
+    e.exit()
 }
 
 #[cfg(test)]

@@ -1,11 +1,10 @@
-use clap::Parser;
 use stallscope::cli::{Cli, Command};
 use stallscope::sink::printer::Printer;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = stallscope::cli::parse_or_exit();
     if let Err(e) = real_main(cli) {
         eprintln!("stallscope: error: {e:#}");
         std::process::exit(stallscope::base::error::exit_code(&e));
@@ -100,8 +99,9 @@ fn lab(cmd: stallscope::cli::LabCommand) -> anyhow::Result<()> {
 
 /// `stallscope probe`: what this machine can show.
 fn probe(targets: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    // A read-only target still gets its verdict (which says so).
     for t in targets {
-        stallscope::source::scratch::check_target(t)?;
+        stallscope::source::scratch::check_dir(t)?;
     }
     print!(
         "{}",

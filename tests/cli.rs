@@ -492,3 +492,87 @@ fn a_target_too_full_for_one_segment_is_named_and_the_others_go_on() {
         .sum();
     assert!(shm_ops > 0, "the other target went on");
 }
+
+/// The small defects of a first session: a near-miss subcommand, an
+/// inverted report span, a bad value in a config file, a read-only target
+/// given to probe.
+#[test]
+fn small_mistakes_get_precise_answers() {
+    let out = bin().arg("rn").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a similar subcommand exists: 'run'"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("stallscope.toml");
+    std::fs::write(&cfg, "threads = 0\n").unwrap();
+    let out = bin()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["run", "--duration", "1s", "--target"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: threads = 0 is out of range", cfg.display())),
+        "{err}"
+    );
+    // The same value on the command line is the command line's.
+    let out = bin()
+        .args(["run", "--threads", "0", "--duration", "1s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--threads 0 is out of range") && !err.contains(".toml"),
+        "{err}"
+    );
+
+    let rec = dir.path().join("r.jsonl");
+    let out = bin()
+        .args(["run", "--duration", "2s", "--threads", "1", "--record"])
+        .arg(&rec)
+        .arg("--target")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = bin()
+        .arg("report")
+        .arg(&rec)
+        .args(["--from", "10s", "--to", "5s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--from 10s is not before --to 5s"), "{err}");
+}
+
+#[test]
+fn probe_gives_a_read_only_target_its_verdict() {
+    if !need_root("probe_gives_a_read_only_target_its_verdict") {
+        return;
+    }
+    let ro = tempfile::tempdir_in("/var/tmp").unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m,ro", "ssro"])
+        .arg(ro.path())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = bin().arg("probe").arg("--target").arg(ro.path()).output();
+    Command::new("umount").arg(ro.path()).status().unwrap();
+    let out = out.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("writers cannot run here (observe mode still works)"),
+        "{text}"
+    );
+}

@@ -1,5 +1,36 @@
-//! Fitting text into a width: paths keep their end (the informative part),
-//! cut at a `/` so no component is half shown.
+//! Text for people: paths fitted into a width (they keep their end, the
+//! informative part, cut at a `/` so no component is half shown), counted
+//! nouns, local date-times for file names.
+
+/// "1 thread", "4 threads".
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// The local date and time as `2026-12-03_23-50-12`, for file names.
+pub fn local_stamp() -> String {
+    // SAFETY: time(NULL) and localtime_r into a zeroed tm have no other
+    // preconditions.
+    let tm = unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        tm
+    };
+    format!(
+        "{:04}-{:02}-{:02}_{:02}-{:02}-{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
 
 /// `path` in at most `max` characters: whole, or "…/" and the longest run
 /// of its last components that fits; a last component longer than the
@@ -27,6 +58,15 @@ pub fn elide_path(path: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_and_stamps() {
+        assert_eq!(count(1, "thread"), "1 thread");
+        assert_eq!(count(4, "thread"), "4 threads");
+        let st = local_stamp();
+        assert_eq!(st.len(), 19, "{st}");
+        assert!(st.starts_with("20") && st.as_bytes()[10] == b'_', "{st}");
+    }
 
     #[test]
     fn paths_keep_whole_last_components() {

@@ -21,6 +21,8 @@ pub struct TargetProbe {
     pub bdi: Option<BdiSettings>,
     /// cgroup v1 write cap on the device, bytes/s (0 = none).
     pub cap_bps: Option<u64>,
+    /// Whether our writers could work here; Err says why not.
+    pub writable: Result<(), String>,
 }
 
 #[derive(Clone, Debug)]
@@ -88,6 +90,7 @@ fn probe_target(root: &ProcRoot, p: &Path) -> TargetProbe {
         }),
         bdi,
         cap_bps,
+        writable: crate::source::scratch::check_writable(p),
     }
 }
 
@@ -101,6 +104,17 @@ fn opt(v: Option<u64>) -> String {
 
 /// The one-line verdict for a target.
 pub fn verdict(p: &Probe, t: &TargetProbe) -> String {
+    let mut v = verdict_of_device(p, t);
+    if let Err(why) = &t.writable {
+        let _ = write!(
+            v,
+            "; {why}, so stallscope's writers cannot run here (observe mode still works)"
+        );
+    }
+    v
+}
+
+fn verdict_of_device(p: &Probe, t: &TargetProbe) -> String {
     let (name, _) = match &t.device {
         Ok(d) => d.clone(),
         Err(why) => return format!("{why}; stalls here are not a disk's"),
@@ -244,6 +258,7 @@ mod tests {
                         read_ahead_kb: Some(128),
                     }),
                     cap_bps: Some(50 << 20),
+                    writable: Ok(()),
                 },
                 TargetProbe {
                     meta: TargetMeta {
@@ -255,6 +270,10 @@ mod tests {
                     device: Err("tmpfs has no block device".into()),
                     bdi: None,
                     cap_bps: None,
+                    writable: Err(
+                        "target /dev/shm is not writable: Read-only file system (os error 30)"
+                            .into(),
+                    ),
                 },
             ],
         }
@@ -268,6 +287,11 @@ mod tests {
             "xfs on loop1: throttling starts at 160 MiB dirty (hard limit 256 MiB); device capped at 50 MiB/s"
         );
         assert!(verdict(&p, &p.targets[1]).contains("tmpfs has no block device"));
+        assert!(
+            verdict(&p, &p.targets[1]).ends_with("Read-only file system (os error 30), so stallscope's writers cannot run here (observe mode still works)"),
+            "{}",
+            verdict(&p, &p.targets[1])
+        );
         let text = render(&p);
         assert!(text.contains("tracefs     unavailable: not root"));
         assert!(text.contains("throttling from 160 MiB"));

@@ -14,6 +14,14 @@ pub fn run(
     from: Option<Dur>,
     to: Option<Dur>,
 ) -> anyhow::Result<()> {
+    if let (Some(f), Some(t)) = (from, to) {
+        if f.0 >= t.0 {
+            return Err(UsageError::new(format!(
+                "--from {f} is not before --to {t}: the span is empty (did you swap them?)"
+            ))
+            .into());
+        }
+    }
     for out in [svg, csv].into_iter().flatten() {
         let dir = out
             .parent()
@@ -41,8 +49,9 @@ pub fn run(
         to_s: to.map(|d| d.0.as_secs_f64()),
     };
     if input.selected().next().is_none() {
+        let end = rec.snapshots.last().map_or(0.0, |s| s.t_s);
         return Err(UsageError::new(format!(
-            "{}: no intervals in the chosen span ({} in the file)",
+            "{}: no intervals in the chosen span ({} in the file, 0 to {end:.1} s)",
             file.display(),
             rec.snapshots.len()
         ))

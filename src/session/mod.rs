@@ -641,7 +641,7 @@ impl Session {
                     return Notice::Refused(e.to_string());
                 }
                 self.stop_engines();
-                self.restart(applied(format!("{n} threads")))
+                self.restart(applied(crate::base::text::count(n.into(), "thread")))
             }
             Control::AddTarget(p) => self.add_target(p),
             Control::Record(_) => Notice::Refused("recording is driven by the dashboard".into()),

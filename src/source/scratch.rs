@@ -67,6 +67,12 @@ impl Drop for Scratch {
 
 /// A target must exist, be a directory (not a symlink to one) and be writable.
 pub fn check_target(target: &Path) -> Result<(), UsageError> {
+    check_dir(target)?;
+    check_writable(target).map_err(UsageError::new)
+}
+
+/// The target exists and is a directory (not a symlink to one).
+pub fn check_dir(target: &Path) -> Result<(), UsageError> {
     let md = fs::symlink_metadata(target)
         .map_err(|e| UsageError::new(format!("target {} does not exist: {e}", target.display())))?;
     if md.file_type().is_symlink() {
@@ -81,15 +87,20 @@ pub fn check_target(target: &Path) -> Result<(), UsageError> {
             target.display()
         )));
     }
+    Ok(())
+}
+
+/// We may create our folder in it; Err says why not.
+pub fn check_writable(target: &Path) -> Result<(), String> {
     let c = std::ffi::CString::new(target.as_os_str().as_encoded_bytes())
-        .map_err(|_| UsageError::new(format!("target {} has a NUL byte", target.display())))?;
+        .map_err(|_| format!("target {} has a NUL byte", target.display()))?;
     // SAFETY: c is a valid NUL-terminated path.
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return Err(UsageError::new(format!(
+        return Err(format!(
             "target {} is not writable: {}",
             target.display(),
             io::Error::last_os_error()
-        )));
+        ));
     }
     Ok(())
 }

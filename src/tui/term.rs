@@ -262,13 +262,11 @@ impl Rec {
         if let Some(p) = self.first_path.take() {
             return p;
         }
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let mut p = PathBuf::from(format!("stallscope-{secs}.jsonl"));
+        let stamp = crate::base::text::local_stamp();
+        let mut p = PathBuf::from(format!("stallscope-{stamp}.jsonl"));
         let mut n = 1;
         while p.exists() {
-            p = PathBuf::from(format!("stallscope-{secs}-{n}.jsonl"));
+            p = PathBuf::from(format!("stallscope-{stamp}-{n}.jsonl"));
             n += 1;
         }
         p

@@ -567,10 +567,10 @@ fn workload_line<'a>(app: &'a App, th: &Theme) -> Line<'a> {
             format!("   observing {}", observing.join(", "))
         };
         format!(
-            "{} {} {} threads   {} records   sync {}{also}   window {} s   ",
+            "{} {} {}   {} records   sync {}{also}   window {} s   ",
             h.mode,
             th.g.times,
-            h.threads,
+            crate::base::text::count(h.threads.into(), "thread"),
             ByteSize(h.record_size),
             h.sync,
             app.window_s()
