@@ -31,6 +31,32 @@ const EXAMPLES: &str = "Examples:
 Writers work in DIR/.stallscope-<pid>/ and remove it on exit (also on Ctrl-C,
 SIGTERM and SIGHUP). Exit codes: 0 ok, 1 runtime error, 2 bad input.";
 
+const RUN_EXAMPLES: &str = "Examples:
+  stallscope run --duration 30s
+      mmap commitlog writers on a scratch dir under $TMPDIR or /var/tmp
+  stallscope run --target /mnt/xfs --target /mnt/ext4 --mode buffered --threads 8
+  stallscope run --preset rados-bench --target /var/tmp/stallscope-lab/mnt/xfs
+  stallscope run --target /data --mode journal --threads 4 --commit-interval 5s
+  stallscope run --target /data --format jsonl --duration 60s > run.jsonl
+  stallscope run --target /data --record run.jsonl --duration 2m
+      then: stallscope replay run.jsonl, stallscope report run.jsonl --svg run.svg
+  stallscope run --target /data --rate 1000 --metrics-listen 0.0.0.0:9187
+      headless until stopped, Prometheus metrics at http://<host>:9187/metrics
+  sudo stallscope run --observe-name postgres --duration 60s
+      no writers: a running server's threads, forked processes included
+
+Exit codes: 0 ok, 1 runtime error, 2 bad input.";
+
+/// `watch --help`: the dashboard's keys, from the one key table.
+fn dashboard_keys() -> String {
+    let mut s = String::from("Keys:\n");
+    for d in crate::tui::keys::KEYS {
+        s.push_str(&format!("  {:<11} {}\n", d.label, d.help));
+    }
+    s.push_str("\nExamples:\n  stallscope watch --target /mnt/xfs --target /mnt/ext4\n  sudo stallscope watch --observe-name postgres");
+    s
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "stallscope",
@@ -63,6 +89,7 @@ pub struct CompareArgs {
     /// Use every filesystem that `lab up` mounted (see --lab-dir).
     #[arg(long)]
     pub lab: bool,
+    /// The DIR given to lab up (with --lab).
     #[arg(long, value_name = "DIR", default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
     pub lab_dir: PathBuf,
     /// A workload preset (cassandra-commitlog, cassandra-direct, rados-bench, a .toml path) or `list`.
@@ -80,17 +107,22 @@ pub struct CompareArgs {
     /// Bytes per record.
     #[arg(long, value_name = "SIZE")]
     pub record_size: Option<ByteSize>,
+    /// Size of each fresh sparse segment file [default: the preset's, else 32MiB].
     #[arg(long, value_name = "SIZE")]
     pub segment_size: Option<ByteSize>,
     /// periodic:<dur>, every:<N> or none.
     #[arg(long, value_name = "POLICY")]
     pub sync: Option<SyncPolicy>,
+    /// Most bytes kept on disk per target; older segments are deleted [default: 1GiB].
     #[arg(long, value_name = "SIZE")]
     pub disk_budget: Option<ByteSize>,
+    /// Journal mode: syncfs() period; also when the journal is half full [default: 5s].
     #[arg(long, value_name = "DUR")]
     pub commit_interval: Option<Dur>,
+    /// Reporting interval [default: 1s].
     #[arg(long, value_name = "DUR")]
     pub interval: Option<Dur>,
+
     /// One recording per run: FILE with the run's number, fs, mode and threads added to its name.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
@@ -130,11 +162,13 @@ pub enum LabCommand {
     },
     /// Undo everything lab up changed (also after a crash).
     Down {
+        /// The DIR given to lab up (its state file says what to undo).
         #[arg(long, default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
         dir: PathBuf,
     },
     /// What is up.
     Status {
+        /// The DIR given to lab up.
         #[arg(long, default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
         dir: PathBuf,
     },
@@ -180,9 +214,10 @@ impl UiArgs {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the workload headless: one line per interval, then a summary.
-    #[command(after_help = EXAMPLES)]
+    #[command(after_help = RUN_EXAMPLES)]
     Run(WorkloadArgs),
     /// Open the live dashboard (the same as no subcommand).
+    #[command(after_help = dashboard_keys())]
     Watch {
         #[command(flatten)]
         workload: WorkloadArgs,
@@ -234,6 +269,10 @@ pub struct WorkloadArgs {
     /// Directory to write under (repeat for several targets). Default: $TMPDIR, else /var/tmp.
     #[arg(long = "target", short = 't', value_name = "DIR")]
     pub targets: Vec<PathBuf>,
+
+    /// A workload preset (cassandra-commitlog, cassandra-direct, rados-bench, a .toml path) or `list`; the config file and options go over it.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
 
     /// Write path to imitate.
     #[arg(long, short = 'm', value_enum)]
@@ -397,14 +436,16 @@ impl Cli {
     }
 }
 
-/// Defaults, then the config file, then the command line; validated.
+/// Defaults, then the preset, then the config file, then the command line;
+/// validated.
 pub fn layered(
     config: Option<&std::path::Path>,
     args: &WorkloadArgs,
 ) -> Result<Config, crate::base::error::UsageError> {
-    let mut cfg = match config {
-        Some(p) => Config::from_file(p)?,
-        None => Config::default(),
+    let mut cfg = match (args.preset.as_deref(), config) {
+        (Some(name), file) => crate::config::preset::load(name)?.with_config_file(file)?,
+        (None, Some(p)) => Config::from_file(p)?,
+        (None, None) => Config::default(),
     };
     let from_file = cfg.clone();
     args.apply(&mut cfg);
@@ -464,6 +505,48 @@ pub fn parse_or_exit() -> Cli {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// Defect: `compare --help` and `lab down --help` had options with no
+    /// description.
+    #[test]
+    fn every_option_of_every_command_says_what_it_does() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, bare: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id != "help" && id != "version" && a.get_help().is_none() {
+                    bare.push(format!("{path} --{id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), bare);
+            }
+        }
+        let mut bare = Vec::new();
+        walk(&Cli::command(), "stallscope", &mut bare);
+        assert!(bare.is_empty(), "options without help: {bare:?}");
+    }
+
+    #[test]
+    fn watch_help_lists_the_keys_and_run_help_runs() {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        let watch = cmd
+            .find_subcommand_mut("watch")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for k in crate::tui::keys::KEYS {
+            assert!(watch.contains(k.help), "{}: {watch}", k.help);
+        }
+        let run = cmd
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(!run.contains("the live dashboard"), "{run}");
+        assert!(run.contains("--preset rados-bench"), "{run}");
+    }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("stallscope").chain(args.iter().copied()))

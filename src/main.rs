@@ -6,6 +6,14 @@ use std::sync::Arc;
 fn main() {
     let cli = stallscope::cli::parse_or_exit();
     if let Err(e) = real_main(cli) {
+        // `stallscope run | head`: the reader left, nothing went wrong.
+        let closed = |c: &(dyn std::error::Error + 'static)| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        };
+        if e.chain().any(closed) {
+            return;
+        }
         eprintln!("stallscope: error: {e:#}");
         std::process::exit(stallscope::base::error::exit_code(&e));
     }
@@ -46,6 +54,9 @@ fn run(
     args: &stallscope::cli::WorkloadArgs,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
+    if listed_presets(args) {
+        return Ok(());
+    }
     let cfg = stallscope::cli::layered(config, args)?;
     let mut metrics = stallscope::sink::metrics::start(args.metrics_listen)?;
     let stdout = std::io::stdout().lock();
@@ -117,6 +128,9 @@ fn dashboard(
     ui: &stallscope::cli::UiArgs,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
+    if listed_presets(workload) {
+        return Ok(());
+    }
     let cfg = stallscope::cli::layered(config, workload)?;
     stallscope::tui::term::run_dashboard(
         &cfg,
@@ -125,6 +139,15 @@ fn dashboard(
         workload.metrics_listen,
         stop,
     )
+}
+
+/// `--preset list`: prints the shipped presets (and the caller stops).
+fn listed_presets(args: &stallscope::cli::WorkloadArgs) -> bool {
+    let list = args.preset.as_deref() == Some("list");
+    if list {
+        print!("{}", stallscope::config::preset::render_list());
+    }
+    list
 }
 
 /// `stallscope compare`: defaults < preset < config file < options.
