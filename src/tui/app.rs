@@ -5,6 +5,7 @@
 use super::keys::Action;
 use crate::base::units::kib_to_mib;
 use crate::config::{Mode, SyncPolicy};
+use crate::model::cause::Cause;
 use crate::model::control::{Control, Notice};
 use crate::model::msg::EventKind;
 use crate::model::observed::{BlockTiming, Watched};
@@ -166,14 +167,22 @@ impl Point {
     }
 }
 
+/// A stall as a view draws it: when, until when, why.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StallMark {
+    pub t_s: f64,
+    pub end_s: f64,
+    pub cause: Cause,
+}
+
 /// A target, its chart history and its stall times.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetView {
     pub meta: TargetMeta,
     /// Oldest first, ascending `t_s`.
     pub points: VecDeque<Point>,
-    /// Stall start times, s since start, ascending.
-    pub stall_marks: VecDeque<f64>,
+    /// Stalls of this view by start time, ascending.
+    pub stall_marks: VecDeque<StallMark>,
     /// Stalls seen on this target over the whole run.
     pub stalls: u64,
 }
@@ -206,11 +215,55 @@ impl TargetView {
     }
 
     pub fn marks_in(&self, t0: f64, t1: f64) -> impl Iterator<Item = f64> + '_ {
-        let a = self.stall_marks.partition_point(|&t| t < t0);
+        let a = self.stall_marks.partition_point(|m| m.t_s < t0);
         self.stall_marks
             .range(a..)
-            .copied()
+            .map(|m| m.t_s)
             .take_while(move |&t| t <= t1)
+    }
+
+    /// The stall lane over `[t0, t1]` in `cols` cells, as seen at `until`
+    /// (the view end): each cell the cause that stalled this view longest
+    /// within the cell's time, if any. A 13 s stall spans 13 s of cells;
+    /// 500 short ones make a band.
+    pub fn lane(&self, t0: f64, t1: f64, cols: usize, until: f64) -> Vec<Option<Cause>> {
+        let mut time = vec![[0.0f64; Cause::ALL.len()]; cols];
+        if cols == 0 || t1 <= t0 {
+            return Vec::new();
+        }
+        let dt = (t1 - t0) / cols as f64;
+        for m in self
+            .stall_marks
+            .iter()
+            .take_while(|m| m.t_s <= t1.min(until))
+        {
+            let (a, b) = (m.t_s.max(t0), m.end_s.min(t1).min(until));
+            if b < a {
+                continue;
+            }
+            let k = Cause::ALL.iter().position(|&c| c == m.cause).unwrap_or(0);
+            let first = ((a - t0) / dt) as usize;
+            let last = (((b - t0) / dt) as usize).min(cols - 1);
+            for (i, cell) in time.iter_mut().enumerate().take(last + 1).skip(first) {
+                let (c0, c1) = (t0 + i as f64 * dt, t0 + (i + 1) as f64 * dt);
+                let overlap = b.min(c1) - a.max(c0);
+                // A stall shorter than a cell still shows in its cell; one
+                // that ends on a cell's edge does not spill into it.
+                if overlap > 0.0 || first == last {
+                    cell[k] += overlap.max(1e-9);
+                }
+            }
+        }
+        time.iter()
+            .map(|c| {
+                let (k, v) = c
+                    .iter()
+                    .enumerate()
+                    .max_by(|x, y| x.1.total_cmp(y.1))
+                    .unwrap_or((0, &0.0));
+                (*v > 0.0).then(|| Cause::ALL[k])
+            })
+            .collect()
     }
 }
 
@@ -778,8 +831,13 @@ impl App {
         let tv = &mut self.targets[view];
         tv.stalls += 1;
         let t = st.ev.start_ns as f64 / 1e9;
-        let at = tv.stall_marks.partition_point(|&m| m <= t);
-        tv.stall_marks.insert(at, t);
+        let mark = StallMark {
+            t_s: t,
+            end_s: t + st.ev.dur() as f64 / 1e9,
+            cause: st.why.cause,
+        };
+        let at = tv.stall_marks.partition_point(|m| m.t_s <= t);
+        tv.stall_marks.insert(at, mark);
         if tv.stall_marks.len() > MAX_MARKS {
             tv.stall_marks.pop_front();
         }
@@ -826,7 +884,7 @@ impl App {
             while tv.points.front().is_some_and(|p| p.t_s < cut) {
                 tv.points.pop_front();
             }
-            while tv.stall_marks.front().is_some_and(|&t| t < cut) {
+            while tv.stall_marks.front().is_some_and(|m| m.end_s < cut) {
                 tv.stall_marks.pop_front();
             }
         }
@@ -1143,6 +1201,34 @@ mod tests {
             .unwrap()
             .text
             .contains("off while observing"));
+    }
+
+    #[test]
+    fn the_stall_lane_spans_each_stall_and_shows_the_longest_cause() {
+        let mut a = app(2);
+        // 10..23 s sync on target 0; many short throttles 40..50 s; one on target 1.
+        let mut st = vec![stall(0, 10.0, 13_000.0, 1, Cause::Sync)];
+        st.extend((0..50).map(|i| stall(0, 40.0 + i as f64 * 0.2, 150.0, 2, Cause::DirtyThrottle)));
+        st.push(stall(1, 70.0, 500.0, 1, Cause::Device));
+        a.on_snapshot(&snapshot(80, 2, 0, st));
+        let lane = a.targets()[0].lane(0.0, 120.0, 120, 80.0);
+        let at = |t: usize| lane[t];
+        assert_eq!(at(9), None);
+        assert!((10..23).all(|t| at(t) == Some(Cause::Sync)), "{lane:?}");
+        assert_eq!(at(23), None);
+        assert!(
+            (40..50).all(|t| at(t) == Some(Cause::DirtyThrottle)),
+            "a band"
+        );
+        assert_eq!(at(70), None, "target 1's stall is in its own lane");
+        assert_eq!(
+            a.targets()[1].lane(0.0, 120.0, 120, 80.0)[70],
+            Some(Cause::Device)
+        );
+        // Seen from a frozen view at 45 s, the lane stops there.
+        let frozen = a.targets()[0].lane(0.0, 120.0, 120, 45.0);
+        assert_eq!(frozen[47], None);
+        assert_eq!(frozen[44], Some(Cause::DirtyThrottle));
     }
 
     /// Defect: `9` with 3 targets did nothing and said nothing.

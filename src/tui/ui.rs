@@ -715,6 +715,7 @@ fn draw_column(
     }
     cons.extend(defs.iter().map(|_| Constraint::Fill(1)));
     cons.push(Constraint::Length(1));
+    cons.push(Constraint::Length(1));
     let rows = Layout::vertical(cons).split(r);
     let skip = usize::from(title.is_some());
     if let Some(t) = title {
@@ -723,8 +724,26 @@ fn draw_column(
     for ((def, sc), row) in defs.iter().zip(&rows[skip..]) {
         draw_chart(buf, *row, app, v, def, *sc, th);
     }
-    if let Some(axis) = rows.last() {
-        draw_time_axis(buf, *axis, app, th);
+    if let [.., lane, axis] = rows[..] {
+        draw_lane(buf, lane, app, v, th);
+        draw_time_axis(buf, axis, app, th);
+    }
+}
+
+/// One row under the charts: the view's stalls as spans coloured by cause,
+/// as long as they lasted (the chart's stall lane).
+fn draw_lane(buf: &mut Buffer, r: Rect, app: &App, v: &TargetView, th: &Theme) {
+    let Some(plot) = plot_area(Rect::new(r.x, r.y.saturating_sub(1), r.width, 2)) else {
+        return;
+    };
+    put_str(buf, r.x, r.y, "stalls", usize::from(GUTTER_L), th.dim());
+    let (t0, t1) = app.view_range();
+    let cell = if th.ascii { "#" } else { "\u{2588}" };
+    let lane = v.lane(t0, t1, usize::from(plot.width), app.view_end());
+    for (i, c) in lane.iter().enumerate() {
+        if let Some(c) = c {
+            put_str(buf, plot.x + i as u16, r.y, cell, 1, th.fg(cause_color(*c)));
+        }
     }
 }
 
@@ -1502,6 +1521,29 @@ mod tests {
         let top = text(&b, 0);
         assert!(top.contains("REPLAY paused 8× 12/60 s"), "{top}");
         assert!(text(&b, 23).contains("space play"), "{}", text(&b, 23));
+    }
+
+    /// The stall lane under the charts: a span as long as the stall, in
+    /// its cause's colour.
+    #[test]
+    fn the_lane_draws_stalls_as_long_as_they_lasted() {
+        let app = filled(1, 60);
+        let b = render(&app, 120 + GUTTER_L + GUTTER_R, 40);
+        let (_, y) = (0..40)
+            .map(|y| (0, y))
+            .find(|&(_, y)| text(&b, y).starts_with("stalls "))
+            .expect("a lane row");
+        let cells: Vec<u16> = (0..b.area.width)
+            .filter(|&x| b[(x, y)].symbol() == "█")
+            .collect();
+        // Two 2.3 s stalls at 29.5 s and 59.5 s on a 120 s, 120-cell axis.
+        assert!(cells.len() >= 4 && cells.len() <= 8, "{cells:?}");
+        assert!(
+            cells.iter().all(|&x| b[(x, y)].fg == Color::Red),
+            "dirty_throttle is red"
+        );
+        let first = cells[0] - GUTTER_L;
+        assert!((29..=30).contains(&first), "{cells:?}");
     }
 
     /// Defect: a frozen view's stall count kept moving.
