@@ -598,7 +598,7 @@ fn summary_line<'a>(app: &App, th: &Theme) -> Line<'a> {
     let mib = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     let stalls = match app.stall_counts() {
         (here, all) if here == all => format!("{here}"),
-        (here, all) => format!("{here} of {all}"),
+        (here, all) => format!("{here}/{all}"),
     };
     if p.observed {
         return Line::from(vec![
@@ -635,18 +635,24 @@ fn draw_banner(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
     else {
         return;
     };
+    // Age, cause, thread and op first; the path gets what room is left.
     let mut text = format!(
-        " STALL {:.1} s {} thread {}, {}",
+        " STALL {:.1} s {} {}, thread {} in {}",
         app.live_age_ms(s) / 1e3,
         th.g.dash,
+        s.why.cause.as_str(),
         s.ev.who.thread(),
-        s.why.cause.as_str()
+        op_name(s)
     );
-    if let Some(t) = app.view_of(&s.ev.who).and_then(|i| app.targets().get(i)) {
-        text.push_str(&format!("  ({}, {})", s.ev.op.as_str(), t.meta.path));
-    }
     if app.live().len() > 1 {
         text.push_str(&format!("  +{} more", app.live().len() - 1));
+    }
+    if let Some(t) = app.view_of(&s.ev.who).and_then(|i| app.targets().get(i)) {
+        let room = usize::from(r.width).saturating_sub(text.chars().count() + 2);
+        if room >= 8 {
+            text.push_str("  ");
+            text.push_str(&crate::base::text::elide_path(&t.meta.path, room));
+        }
     }
     Paragraph::new(text).style(th.alarm()).render(r, buf);
 }
@@ -1641,8 +1647,15 @@ mod tests {
             live(2.3, 7, Cause::DirtyThrottle),
         ]));
         let b = render(&app, 120, 40);
-        let (x, y) = find(&b, "STALL 2.3 s — thread 7, dirty_throttle").expect("banner");
-        assert!(text(&b, y).contains("+1 more"));
+        let (x, y) = find(&b, "STALL 2.3 s — dirty_throttle, thread 7 in write").expect("banner");
+        assert!(
+            text(&b, y).contains("+1 more  /mnt/ext4"),
+            "{}",
+            text(&b, y)
+        );
+        // At 80 columns the count is not cut off; a long path gives way.
+        let b80 = render(&app, 80, 24);
+        assert!(text(&b80, 3).contains("+1 more"), "{}", text(&b80, 3));
         assert_eq!(b[(x, y)].bg, Color::Red);
         app.on_live(at(vec![]));
         assert!(find(&render(&app, 120, 40), "STALL").is_none());
