@@ -228,6 +228,12 @@ pub struct Session {
     agg: Aggregator,
     watchdog: Watchdog,
     engines: Vec<Option<Engine>>,
+    /// Engines asked to stop whose threads may still be in an op (a long
+    /// msync): the dashboard does not wait for them; dropped once done.
+    stopping: Vec<Engine>,
+    /// Engines started so far: each writes in its own folder `e<N>`, so a
+    /// new one never meets the files of one still stopping.
+    engine_gen: u64,
     /// Per target: backing off since it was too full to start its writers,
     /// retried at this time (run clock, ns).
     full_retry: Vec<Option<(u64, String)>>,
@@ -320,6 +326,8 @@ impl Session {
             agg,
             watchdog,
             engines,
+            stopping: Vec::new(),
+            engine_gen: 0,
             full_retry,
             sampler,
             start_sample,
@@ -475,10 +483,18 @@ impl Session {
             let backing_off = self.full_retry[i].as_ref().is_some_and(|r| r.0 > now);
             if want && self.engines[i].is_none() && !backing_off {
                 let t = &self.prepared.targets[i];
-                let jdir = self.prepared.journal.as_ref().map(|s| s.path());
-                let spec = EngineSpec::new(&self.cfg, i, t.scratch.path(), jdir);
+                self.engine_gen += 1;
+                let own = format!("e{}", self.engine_gen);
+                let dir = t.scratch.path().join(&own);
+                let jdir = self.prepared.journal.as_ref().map(|s| s.path().join(&own));
+                let dirs: Vec<PathBuf> = std::iter::once(dir.clone()).chain(jdir.clone()).collect();
+                for d in &dirs {
+                    std::fs::create_dir_all(d)?;
+                }
+                let spec = EngineSpec::new(&self.cfg, i, &dir, jdir.as_deref());
                 match Engine::start_held(&spec, self.timing, self.handover.clone()) {
-                    Ok(eng) => {
+                    Ok(mut eng) => {
+                        eng.remove_on_drop(dirs);
                         self.engines[i] = Some(eng);
                         self.agg.clear_failed(i);
                         if self.full_retry[i].take().is_some() {
@@ -488,8 +504,15 @@ impl Session {
                             );
                         }
                     }
-                    Err(e) if e.is::<TargetFull>() => full.push((i, e)),
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        for d in &dirs {
+                            let _ = std::fs::remove_dir_all(d);
+                        }
+                        if !e.is::<TargetFull>() {
+                            return Err(e);
+                        }
+                        full.push((i, e));
+                    }
                 }
             }
         }
@@ -519,23 +542,40 @@ impl Session {
         });
     }
 
-    /// Stops every engine (writers finish the op in hand).
+    /// Stops every engine without waiting: writers finish the op in hand
+    /// (their last batch and stall still arrive), and are reaped by `step`.
     fn stop_engines(&mut self) {
-        for e in self.engines.iter().flatten() {
-            e.request_stop();
-        }
         for e in self.engines.iter_mut() {
             if let Some(e) = e.take() {
-                e.stop();
+                e.request_stop();
+                self.stopping.push(e);
             }
         }
         self.refresh_watch();
     }
 
+    /// Drops the stopping engines whose threads have returned.
+    fn reap_stopped(&mut self) {
+        let before = self.stopping.len();
+        self.stopping.retain(|e| !e.is_finished());
+        if self.stopping.len() != before {
+            self.refresh_watch();
+        }
+    }
+
+    /// Stops every engine and waits for its threads (the end of the run).
+    fn stop_engines_and_wait(&mut self) {
+        self.stop_engines();
+        self.stopping.clear();
+        self.refresh_watch();
+    }
+
+    /// The in-flight slots of every thread that may still be in an op.
     fn slots(&self) -> Vec<crate::source::writer::WatchSlot> {
         self.engines
             .iter()
             .flatten()
+            .chain(&self.stopping)
             .flat_map(|e| e.slots.clone())
             .collect()
     }
@@ -696,6 +736,9 @@ impl Session {
     /// finished interval to `sink`.
     pub fn step(&mut self, end_ns: Option<u64>, sink: &mut dyn Sink) -> std::io::Result<()> {
         let now = self.now_ns();
+        if !self.stopping.is_empty() {
+            self.reap_stopped();
+        }
         if self.full_retry.iter().flatten().any(|r| r.0 <= now) {
             if let Err(e) = self.start_engines() {
                 self.event(0, format!("restarting writers: {e:#}"));
@@ -773,7 +816,7 @@ impl Session {
         let cur = self.sampler.sample(self.now_ns());
         let last = (self.next_boundary / self.interval_ns).saturating_sub(1);
         self.agg.fold_kernel(last, cur);
-        self.stop_engines();
+        self.stop_engines_and_wait();
         // Its last sample ends the D-state runs still open.
         self.agg.set_end(end);
         drop(self.observer.take());

@@ -93,6 +93,8 @@ pub struct Engine {
     go: Arc<AtomicBool>,
     handles: Vec<JoinHandle<()>>,
     pub slots: Vec<WatchSlot>,
+    /// Folders of this engine alone, removed once its threads are done.
+    remove_dirs: Vec<PathBuf>,
 }
 
 /// Everything a writer thread shares with its engine.
@@ -210,6 +212,7 @@ impl Engine {
             go: go.clone(),
             handles: Vec::new(),
             slots: Vec::new(),
+            remove_dirs: Vec::new(),
         };
         let sh = Shared {
             spec,
@@ -323,6 +326,17 @@ impl Engine {
         self.handles.push(h);
     }
 
+    /// Removes `dirs` (folders made for this engine alone) when it is dropped.
+    pub fn remove_on_drop(&mut self, dirs: Vec<PathBuf>) {
+        self.remove_dirs = dirs;
+    }
+
+    /// All threads have returned (after `request_stop`): dropping it now
+    /// does not wait.
+    pub fn is_finished(&self) -> bool {
+        self.handles.iter().all(JoinHandle::is_finished)
+    }
+
     /// Lets held threads begin (see `start_held`).
     pub fn release(&self) {
         self.go.store(true, Release);
@@ -347,6 +361,9 @@ impl Drop for Engine {
         self.request_stop();
         for h in self.handles.drain(..) {
             let _ = h.join();
+        }
+        for d in &self.remove_dirs {
+            let _ = std::fs::remove_dir_all(d);
         }
     }
 }
