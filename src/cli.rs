@@ -527,6 +527,26 @@ mod tests {
         assert!(bare.is_empty(), "options without help: {bare:?}");
     }
 
+    /// Defect: presets were only for compare; run and the dashboard
+    /// refused `--preset`.
+    #[test]
+    fn run_and_the_dashboard_take_a_preset_under_the_options() {
+        let w = workload(parse(&["run", "--preset", "rados-bench"]).unwrap());
+        let c = layered(None, &w).unwrap();
+        assert_eq!(c.mode, Mode::Journal);
+        assert_eq!(c.record_size(), 4 << 20);
+        let w = workload(parse(&["run", "--preset", "rados-bench", "--threads", "3"]).unwrap());
+        assert_eq!(
+            layered(None, &w).unwrap().threads,
+            3,
+            "options over the preset"
+        );
+        let dash = parse(&["--preset", "cassandra-commitlog"]).unwrap();
+        assert_eq!(layered(None, &dash.workload).unwrap().threads, 32);
+        let bad = workload(parse(&["run", "--preset", "nope"]).unwrap());
+        assert!(layered(None, &bad).is_err());
+    }
+
     #[test]
     fn watch_help_lists_the_keys_and_run_help_runs() {
         use clap::CommandFactory;

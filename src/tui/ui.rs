@@ -1552,6 +1552,15 @@ mod tests {
         assert!((29..=30).contains(&first), "{cells:?}");
     }
 
+    /// Defect: the dashboard showed `segment_wait` unexplained.
+    #[test]
+    fn a_segment_wait_says_which_sync_it_waited_for() {
+        let mut st = stall(0, 5.0, 300.0, 1, Cause::Sync);
+        st.ev.op = crate::model::ops::OpKind::SegmentWait;
+        st.why.evidence.sync_op = Some("msync (recycling a segment)".into());
+        assert_eq!(op_name(&st), "msync (recycle)");
+    }
+
     /// Defect: a frozen view's stall count kept moving.
     #[test]
     fn a_frozen_view_keeps_its_stall_counts() {
