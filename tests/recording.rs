@@ -134,6 +134,7 @@ fn replayed_app_equals_live_app_and_report_matches_summary() {
             snapshots: &rec.snapshots,
             from_s: None,
             to_s: None,
+            dirty_by_target: Vec::new(),
         };
         let whole = totals(&input);
         for (t, seg) in summary.targets.iter().zip(&whole) {

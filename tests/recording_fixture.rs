@@ -1,6 +1,8 @@
 //! Recordings made by an earlier build (v0.1.0, 2026-12-03, before the
 //! data path was restructured) still read back and report exactly as that
-//! build reported them: text, CSV and SVG byte for byte. One fixture has
+//! build reported them: text and CSV byte for byte, and the SVG byte for
+//! byte as the current chart draws it (regenerated on 2026-12-04 when the
+//! stall markers became stall lanes; reviewed as a PNG). One fixture has
 //! writers and an observed process with stalls of both (capped lab ext4,
 //! root, tracing), the other the dashboard's runtime markers.
 
@@ -40,7 +42,7 @@ fn report_matches(recording: &str, stem: &str, svg: bool) {
         let want = std::fs::read_to_string(fixture(&format!("{stem}.report.svg"))).unwrap();
         assert!(
             std::fs::read_to_string(&svg_path).unwrap() == want,
-            "report SVG differs from the v0.1.0 one"
+            "report SVG differs from the reviewed one"
         );
     }
 }

@@ -443,6 +443,7 @@ fn result_of(
         snapshots: &snapshots,
         from_s: None,
         to_s: Some(each_s),
+        dirty_by_target: Vec::new(),
     };
     let medians = totals(&input)
         .first()
@@ -828,6 +829,7 @@ fn write_svg(
         snapshots: &snapshots,
         from_s: None,
         to_s: Some(opts.each.as_secs_f64() + END_SLACK_S),
+        dirty_by_target: runs.iter().map(|r| dirty_of(&r.snapshots)).collect(),
     };
     let text = render_svg(&input, &summarize(&input)).map_err(anyhow::Error::msg)?;
     let tmp = out.with_extension("stallscope-tmp");
@@ -838,6 +840,17 @@ fn write_svg(
     })?;
     progress(&format!("wrote {}", out.display()));
     Ok(())
+}
+
+/// One run's dirty memory, MiB at the end of each interval.
+fn dirty_of(snapshots: &[Snapshot]) -> Vec<(f64, Option<f64>)> {
+    snapshots
+        .iter()
+        .map(|s| {
+            let kib = s.kernel.as_ref().and_then(|k| k.dirty_kib);
+            (s.t_s, kib.map(crate::base::units::kib_to_mib))
+        })
+        .collect()
 }
 
 /// A writer's stall moved to run `i`'s place in the merged view.

@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod lab;
+pub mod lanes;
 pub mod probe;
 pub mod report;
 pub mod report_cmd;

@@ -7,6 +7,7 @@
 //! report agrees with the run's own summary for the same span.
 
 use crate::base::units::kib_to_mib;
+use crate::cmd::lanes::{cause_legend, cause_rgb, stall_lanes, Lane};
 use crate::config::Mode;
 use crate::model::cause::Cause;
 use crate::model::kernel::{DevInterval, KernelInterval};
@@ -35,6 +36,9 @@ pub struct ReportInput<'a> {
     /// Keep the intervals whose end `t_s` is in `(from_s, to_s]`.
     pub from_s: Option<f64>,
     pub to_s: Option<f64>,
+    /// `compare`: each run's dirty memory (end of interval s, MiB), drawn
+    /// one line per run; empty: the snapshots' kernel figures.
+    pub dirty_by_target: Vec<Vec<(f64, Option<f64>)>>,
 }
 
 impl ReportInput<'_> {
@@ -489,7 +493,8 @@ const FONT: &str = "sans-serif";
 /// plotters sizes text in its own unit: the SVG font-size is this / 1.24.
 const TEXT: f64 = 15.0;
 
-/// Target colours (the "tab10" palette less its red, which marks stalls).
+/// Target colours (the "tab10" palette less its red, the colour of
+/// dirty-throttle stalls in the lanes).
 const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -500,7 +505,6 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
 ];
-const STALL: RGBColor = RGBColor(214, 39, 40);
 const INK: RGBColor = RGBColor(40, 40, 40);
 const DIRTY: RGBColor = RGBColor(60, 60, 60);
 const WRITEBACK: RGBColor = RGBColor(23, 190, 207);
@@ -509,6 +513,12 @@ const THRESH: RGBColor = RGBColor(150, 0, 0);
 
 fn colour(target: usize) -> RGBColor {
     PALETTE[target % PALETTE.len()]
+}
+
+/// A colour at 55 % over white: the thin `max` lines.
+fn faded(c: RGBColor) -> RGBColor {
+    let f = |v: u8| (f64::from(v) * 0.55 + 255.0 * 0.45).round() as u8;
+    RGBColor(f(c.0), f(c.1), f(c.2))
 }
 
 type DrawResult = Result<(), Box<dyn Error>>;
@@ -528,9 +538,13 @@ struct ChartData {
     writeback: Line,
     bg_thresh: Line,
     thresh: Line,
-    /// Start time of every stall starting in the span, any target or
-    /// observed process.
-    stalls: Vec<f64>,
+    /// A lane per target, then per observed process: every stall in the
+    /// span as a span of time.
+    lanes: Vec<Lane>,
+    /// Short lane names ("#1 ext4", the process name).
+    lane_names: Vec<String>,
+    /// `compare`: dirty MiB per run.
+    dirty_by_target: Vec<Line>,
     /// Observe mode: per process, its write MiB/s and its longest D-state
     /// stall (ms) in each interval that had one.
     observed: Vec<ObservedSeries>,
@@ -544,25 +558,20 @@ struct ObservedSeries {
 
 impl ObservedSeries {
     /// Every observed process in the span, in order of appearance.
-    fn all(input: &ReportInput, x0: f64, x1: f64, stalls: &mut Vec<f64>) -> Vec<ObservedSeries> {
+    fn procs(input: &ReportInput) -> Vec<(u32, String)> {
         let mut procs: Vec<(u32, String)> = Vec::new();
         for o in input.selected().flat_map(|s| &s.observed) {
             if !procs.iter().any(|p| p.0 == o.pid) {
                 procs.push((o.pid, o.comm.clone()));
             }
         }
-        stalls.extend(
-            input
-                .snapshots
-                .iter()
-                .flat_map(|s| &s.stalls)
-                .filter(|st| st.ev.who.pid().is_some())
-                .map(start_s)
-                .filter(|t| *t >= x0 && *t < x1),
-        );
         procs
-            .into_iter()
-            .map(|(pid, comm)| ObservedSeries {
+    }
+
+    fn all(input: &ReportInput, procs: &[(u32, String)]) -> Vec<ObservedSeries> {
+        procs
+            .iter()
+            .map(|&(pid, ref comm)| ObservedSeries {
                 name: format!("{comm} (pid {pid}), observed: writes, longest D-state stall"),
                 mib: pieces(input.selected().map(|s| {
                     let o = s.observed.iter().find(|o| o.pid == pid && o.alive);
@@ -609,12 +618,17 @@ impl ChartData {
                 (s.t_s, kib.map(kib_to_mib))
             }))
         };
-        let mut stalls: Vec<f64> = (0..n)
-            .flat_map(|t| input.stalls_starting(t, x0, x1))
-            .map(start_s)
+        let procs = ObservedSeries::procs(input);
+        let observed = ObservedSeries::all(input, &procs);
+        let pids: Vec<u32> = procs.iter().map(|p| p.0).collect();
+        let lanes = stall_lanes(input.snapshots, n, &pids, x0, x1);
+        let lane_names = (0..n)
+            .map(|t| {
+                let fs = input.targets.get(t).map_or("?", |m| m.fs.as_str());
+                format!("#{} {fs}", t + 1)
+            })
+            .chain(procs.iter().map(|p| p.1.clone()))
             .collect();
-        let observed = ObservedSeries::all(input, x0, x1, &mut stalls);
-        stalls.sort_by(f64::total_cmp);
         Some(ChartData {
             x0,
             x1: if x1 > x0 { x1 } else { x0 + 1.0 },
@@ -625,7 +639,13 @@ impl ChartData {
             writeback: kernel(|k| k.writeback_kib),
             bg_thresh: kernel(|k| k.dirty_bg_thresh_kib),
             thresh: kernel(|k| k.dirty_thresh_kib),
-            stalls,
+            lanes,
+            lane_names,
+            dirty_by_target: input
+                .dirty_by_target
+                .iter()
+                .map(|l| pieces(l.iter().copied()))
+                .collect(),
             observed,
         })
     }
@@ -656,7 +676,8 @@ pub fn render_svg(input: &ReportInput, segs: &[Segment]) -> Result<String, Strin
     let data = ChartData::of(input).ok_or("no intervals in the chosen span")?;
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
+        let size = (WIDTH, HEIGHT + lanes_px(&data));
+        let root = SVGBackend::with_string(&mut buf, size).into_drawing_area();
         draw(&root, input, segs, &data).map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())?;
     }
@@ -667,10 +688,78 @@ fn draw(root: &Area, input: &ReportInput, segs: &[Segment], d: &ChartData) -> Dr
     root.fill(&WHITE)?;
     let header_px = header(root, input, d)?;
     let (_, body) = root.split_vertically(header_px);
-    let panels = body.split_evenly((3, 1));
+    let (h, _) = (body.dim_in_pixel().1, 0);
+    let (charts, lanes) = body.split_vertically(h.saturating_sub(lanes_px(d)));
+    let panels = charts.split_evenly((3, 1));
     throughput_panel(&panels[0], segs, d)?;
     latency_panel(&panels[1], segs, d)?;
     dirty_panel(&panels[2], segs, d)?;
+    draw_lanes(&lanes, segs, d)
+}
+
+/// Height of a lane row: a line for the segment labels, then the bars.
+const LANE_PX: u32 = 30;
+/// Under the lanes: the legend of causes.
+const LANE_LEGEND_PX: u32 = 34;
+
+fn lanes_px(d: &ChartData) -> u32 {
+    8 + LANE_PX * d.lanes.len() as u32 + LANE_LEGEND_PX
+}
+
+fn rgb(c: (u8, u8, u8)) -> RGBColor {
+    RGBColor(c.0, c.1, c.2)
+}
+
+/// The stall lanes under the time axis, on the panels' x scale: per
+/// target its mode × threads where a segment starts, then each stall as a
+/// bar as long as it lasted, in its cause's colour; the causes' legend
+/// with their counts and time below.
+fn draw_lanes(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
+    let (x_left, x_right) = (Y_LABEL_PX as f64, (WIDTH - RIGHT_PX) as f64);
+    let x_of = |t: f64| (x_left + (t - d.x0) / (d.x1 - d.x0) * (x_right - x_left)).round() as i32;
+    let label = |size| text_style(size, INK).pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, (lane, name)) in d.lanes.iter().zip(&d.lane_names).enumerate() {
+        let top = 8 + (LANE_PX * i as u32) as i32;
+        let bar = (top + 14, top + 27);
+        area.draw_text(name, &label(13.0).color(&colour(i)), (4, bar.0 + 6))?;
+        area.draw(&Rectangle::new(
+            [(x_left as i32, bar.0), (x_right as i32, bar.1)],
+            RGBColor(245, 245, 245).filled(),
+        ))?;
+        for sp in &lane.spans {
+            let (a, b) = (x_of(sp.from_s), x_of(sp.to_s));
+            let fill = rgb(cause_rgb(sp.cause)).filled();
+            area.draw(&Rectangle::new([(a, bar.0), (b.max(a + 1), bar.1)], fill))?;
+        }
+        let mut last_end = i32::MIN;
+        for sg in segs.iter().filter(|sg| sg.target == i) {
+            let (Some(mode), Some(threads)) = (sg.mode, sg.threads) else {
+                continue;
+            };
+            let text = format!("{mode} × {threads}");
+            let x = x_of(sg.from_s.max(d.x0)) + 2;
+            if x >= last_end {
+                area.draw_text(&text, &label(12.0).color(&colour(i)), (x, top + 6))?;
+                last_end = x + text_px(&text, 12.0) + 8;
+            }
+        }
+    }
+    let keys: Vec<Key> = cause_legend(&d.lanes)
+        .into_iter()
+        .map(|(c, n, secs)| {
+            Key::bar(
+                format!("{} {n} ({secs:.1} s)", c.as_str()),
+                rgb(cause_rgb(c)),
+            )
+        })
+        .collect();
+    let y = 8 + (LANE_PX * d.lanes.len() as u32) as i32 + 16;
+    if keys.is_empty() {
+        area.draw_text("no stalls in this span", &label(TEXT), (x_left as i32, y))?;
+        return Ok(());
+    }
+    area.draw_text("stalls:", &label(TEXT), (4, y))?;
+    draw_keys(area, &keys, x_left as i32, y)?;
     Ok(())
 }
 
@@ -686,8 +775,12 @@ fn text_px(s: &str, size: f64) -> i32 {
 /// How a legend entry shows its series.
 #[derive(Clone, Copy)]
 enum Sample {
-    Line { width: u32, dashed: bool },
-    StallMark,
+    Line {
+        width: u32,
+        dashed: bool,
+    },
+    /// A stall lane's bar.
+    Bar,
 }
 
 /// A legend entry: a sample, then its name.
@@ -711,11 +804,11 @@ impl Key {
     fn dashed(name: impl Into<String>, colour: RGBColor) -> Key {
         Key::line(name, colour, 2, true)
     }
-    fn stall(name: impl Into<String>) -> Key {
+    fn bar(name: impl Into<String>, colour: RGBColor) -> Key {
         Key {
             name: name.into(),
-            colour: STALL,
-            sample: Sample::StallMark,
+            colour,
+            sample: Sample::Bar,
         }
     }
     fn px(&self) -> i32 {
@@ -734,7 +827,10 @@ impl Key {
                     area.draw(&PathElement::new(vec![(x + a, y), (x + b, y)], style))?;
                 }
             }
-            Sample::StallMark => area.draw(&stall_mark(x + 10, y + 4))?,
+            Sample::Bar => area.draw(&Rectangle::new(
+                [(x, y - 6), (x + 21, y + 6)],
+                self.colour.filled(),
+            ))?,
         }
         Ok(())
     }
@@ -757,11 +853,6 @@ fn draw_keys(area: &Area, keys: &[Key], x: i32, mut y: i32) -> Result<i32, Box<d
     Ok(y)
 }
 
-/// A red stall marker (downward triangle) with its tip at `(x, y)`.
-fn stall_mark(x: i32, y: i32) -> Polygon<(i32, i32)> {
-    Polygon::new(vec![(x - 5, y - 8), (x + 5, y - 8), (x, y)], STALL.filled())
-}
-
 /// Title, then the legend of targets and stall marks; returns the header's
 /// height.
 fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dyn Error>> {
@@ -773,8 +864,8 @@ fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dy
     let style = (FONT, size).into_font().style(FontStyle::Bold).color(&INK);
     root.draw_text(&title, &style, (x, 10))?;
     let n = input.targets.len();
-    let mut keys: Vec<Key> = (0..n)
-        .map(|t| Key::solid(input.label(t), colour(t), 3))
+    let keys: Vec<Key> = (0..n)
+        .map(|t| Key::solid(format!("#{} {}", t + 1, input.label(t)), colour(t), 3))
         .chain(
             d.observed
                 .iter()
@@ -782,10 +873,6 @@ fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dy
                 .map(|(i, o)| Key::solid(o.name.clone(), colour(n + i), 3)),
         )
         .collect();
-    keys.push(Key::stall(format!(
-        "stall start ({} in span)",
-        d.stalls.len()
-    )));
     let y = draw_keys(root, &keys, x, 48)?;
     Ok((y + 16) as u32)
 }
@@ -842,8 +929,8 @@ where
     Ok(())
 }
 
-/// Stall markers along the top edge of a plot and a faint line where each
-/// segment after the first begins.
+/// A faint line where each segment after the first begins (the stalls
+/// are in the lanes under the time axis).
 fn marks<Y: Ranged<ValueType = f64>>(
     c: &Chart<'_, '_, Y>,
     segs: &[Segment],
@@ -852,42 +939,12 @@ fn marks<Y: Ranged<ValueType = f64>>(
     y_bottom: f64,
 ) -> DrawResult {
     let area = c.plotting_area();
-    let origin = area.get_pixel_range().0.start;
     for s in segs.iter().filter(|s| s.from_s > d.x0) {
         let style = RGBColor(150, 150, 150).stroke_width(1);
         area.draw(&PathElement::new(
             vec![(s.from_s, y_bottom), (s.from_s, y_top)],
             style,
         ))?;
-    }
-    let root = area.strip_coord_spec();
-    for &t in &d.stalls {
-        let x = c.backend_coord(&(t, y_top)).0 - origin;
-        root.draw(&stall_mark(x, 8))?;
-    }
-    Ok(())
-}
-
-/// Labels each segment "mode × threads" at its start, in its target's
-/// colour, one row per target; skips a label that would overlap the last.
-fn segment_labels(c: &Chart<'_, '_, RangedCoordf64>, segs: &[Segment], y_top: f64) -> DrawResult {
-    let area = c.plotting_area();
-    let origin = area.get_pixel_range().0.start;
-    let root = area.strip_coord_spec();
-    let mut last_end: BTreeMap<usize, i32> = BTreeMap::new();
-    for s in segs {
-        let (Some(mode), Some(threads)) = (s.mode, s.threads) else {
-            continue;
-        };
-        let label = format!("{mode} × {threads}");
-        let x = c.backend_coord(&(s.from_s, y_top)).0 - origin + 4;
-        let end = last_end.entry(s.target).or_insert(i32::MIN);
-        if x < *end {
-            continue;
-        }
-        *end = x + text_px(&label, 13.0) + 8;
-        let y = 14 + 15 * s.target as i32;
-        root.draw_text(&label, &text_style(13.0, colour(s.target)), (x, y))?;
     }
     Ok(())
 }
@@ -964,14 +1021,15 @@ fn throughput_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult 
     for (t, line) in lines.iter().enumerate() {
         draw_line(&mut c, line, colour(t).stroke_width(2))?;
     }
-    segment_labels(&c, segs, top)?;
     marks(&c, segs, d, top, 0.0)
 }
 
 fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
+    // The keys in the lines' own colours: p99 thick, max thin and faded.
+    let c0 = colour(0);
     let keys = [
-        Key::solid("p99", INK, 3),
-        Key::solid("max", RGBColor(150, 150, 150), 1),
+        Key::solid("p99 (thick)", c0, 3),
+        Key::solid("max (thin); each target in its colour", faded(c0), 1),
     ];
     let plot = panel(area, "Write latency", &keys)?;
     let all: Vec<&Line> = d.p99.iter().chain(&d.max).collect();
@@ -985,7 +1043,7 @@ fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     let decades = (hi / lo).log10().round() as usize;
     mesh(&mut c, "ms (log scale)", decades + 1, false)?;
     for (t, line) in d.max.iter().enumerate() {
-        draw_line(&mut c, line, colour(t).mix(0.55).stroke_width(1))?;
+        draw_line(&mut c, line, faded(colour(t)).stroke_width(1))?;
     }
     for (t, line) in d.p99.iter().enumerate() {
         draw_line(&mut c, line, colour(t).stroke_width(2))?;
@@ -1005,6 +1063,9 @@ fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
         Key::dashed("background threshold", BG_THRESH),
         Key::dashed("threshold", THRESH),
     ];
+    if !d.dirty_by_target.is_empty() {
+        return dirty_per_run_panel(area, segs, d);
+    }
     let plot = panel(area, "Dirty memory (system-wide)", &keys)?;
     let lines = [&d.dirty, &d.writeback, &d.bg_thresh, &d.thresh];
     let top = linear_top(values(&lines));
@@ -1021,6 +1082,25 @@ fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
         let (w, h) = area.dim_in_pixel();
         let at = (w as i32 / 2, h as i32 / 2);
         area.draw_text("no kernel counters in this span", &note, at)?;
+    }
+    marks(&c, segs, d, top, 0.0)
+}
+
+/// `compare`: the system's dirty memory during each run, in the run's
+/// colour (the runs took turns, so one system-wide line would mix them).
+fn dirty_per_run_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
+    let keys = [Key::solid(
+        "Dirty during each run, in its colour",
+        colour(0),
+        2,
+    )];
+    let plot = panel(area, "Dirty memory (system-wide)", &keys)?;
+    let lines: Vec<&Line> = d.dirty_by_target.iter().collect();
+    let top = linear_top(values(&lines));
+    let mut c = chart(&plot, d, 0.0..top, true)?;
+    mesh(&mut c, "MiB", 6, true)?;
+    for (t, line) in lines.iter().enumerate() {
+        draw_line(&mut c, line, colour(t).stroke_width(2))?;
     }
     marks(&c, segs, d, top, 0.0)
 }
@@ -1132,6 +1212,7 @@ mod tests {
             snapshots: snaps,
             from_s: None,
             to_s: None,
+            dirty_by_target: Vec::new(),
         }
     }
 
@@ -1417,10 +1498,18 @@ mod tests {
                 t.path
             );
         }
-        let stalls: usize = snaps.iter().map(|s| s.stalls.len()).sum();
-        assert!(stalls > 5);
-        // A mark per stall on each of the three panels, and one in the legend.
-        assert_eq!(svg.matches("<polygon").count(), 3 * stalls + 1);
+        let stalls: Vec<&Stall> = snaps.iter().flat_map(|s| &s.stalls).collect();
+        assert!(stalls.len() > 5);
+        // No markers crowding the panels: each stall is a bar in its
+        // target's lane, in its cause's colour (and the legend has a bar per cause).
+        assert_eq!(svg.matches("<polygon").count(), 0);
+        for c in Cause::ALL {
+            let n = stalls.iter().filter(|s| s.why.cause == c).count();
+            let (r, g, b) = cause_rgb(c);
+            let fill = format!("fill=\"#{r:02X}{g:02X}{b:02X}\"");
+            let legend = usize::from(n > 0);
+            assert_eq!(svg.matches(&fill).count(), n + legend, "{c:?}");
+        }
         for word in [
             "Throughput",
             "Write latency",
@@ -1430,6 +1519,40 @@ mod tests {
         ] {
             assert!(svg.contains(word), "{word}");
         }
+    }
+
+    /// A stall's bar is as long as the stall on the panels' time axis.
+    #[test]
+    fn a_long_stall_is_a_bar_as_long_as_it_lasted() {
+        let targets = [meta("/mnt/ext4", "ext4"), meta("/mnt/xfs", "xfs")];
+        let snaps: Vec<Snapshot> = (0..40)
+            .map(|i| {
+                let mut s = snap(i, vec![], vec![]);
+                if i == 20 {
+                    s.stalls = vec![stall(1, 5.0, 13_000, Cause::Sync)];
+                }
+                s
+            })
+            .collect();
+        let inp = input(&targets, &snaps);
+        let d = ChartData::of(&inp).unwrap();
+        assert!(d.lanes[0].spans.is_empty(), "target 0 has no stall");
+        assert_eq!(d.lanes[1].spans.len(), 1, "target 1's lane has it");
+        let svg = render_svg(&inp, &[]).unwrap();
+        let (r, g, b) = cause_rgb(Cause::Sync);
+        let fill = format!("fill=\"#{r:02X}{g:02X}{b:02X}\"");
+        let widths: Vec<f64> = svg
+            .split("<rect")
+            .filter(|r| r.contains(&fill))
+            .filter_map(|r| r.split("width=\"").nth(1)?.split('"').next()?.parse().ok())
+            .collect();
+        let plot_px = f64::from(WIDTH - Y_LABEL_PX - RIGHT_PX);
+        let want = 13.0 / (d.x1 - d.x0) * plot_px;
+        assert!(
+            widths.iter().any(|w| (w - want).abs() <= 2.0),
+            "a {want:.0} px bar for 13 s of {:.0} s: {widths:?}",
+            d.x1 - d.x0
+        );
     }
 
     #[test]
@@ -1467,7 +1590,8 @@ mod tests {
         );
         assert_eq!(d.observed[0].longest[0].1, 400.0);
         assert_eq!(d.observed[0].mib[0][0], (1.0, 20.0));
-        assert_eq!(d.stalls.len(), 4, "observed stalls are marked");
+        assert_eq!(d.lanes.len(), 1, "a lane for the process");
+        assert_eq!(d.lanes[0].spans.len(), 4, "its stalls in it");
         let svg = render_svg(&inp, &[]).unwrap();
         assert!(svg.contains("java (pid 42), observed"), "legend names it");
         assert!(svg.matches("<circle").count() >= 4, "its stalls drawn");

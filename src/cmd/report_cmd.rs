@@ -47,6 +47,7 @@ pub fn run(
         snapshots: &rec.snapshots,
         from_s: from.map(|d| d.0.as_secs_f64()),
         to_s: to.map(|d| d.0.as_secs_f64()),
+        dirty_by_target: Vec::new(),
     };
     if input.selected().next().is_none() {
         let end = rec.snapshots.last().map_or(0.0, |s| s.t_s);

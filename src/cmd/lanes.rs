@@ -1,0 +1,159 @@
+//! The charts' stall lanes: per target (then per observed process) a row of
+//! spans, each a stall from its start to its end, coloured by cause — so a
+//! 13 s pause reads as 13 s and 500 throttle sleeps as a band, not as 500
+//! markers. Pure: the SVG (`report`, `compare`) only draws what this says.
+
+use crate::model::cause::Cause;
+use crate::model::snapshot::Snapshot;
+use crate::model::stall::Stall;
+
+/// One stall clipped to the chart's span, seconds since the start.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StallSpan {
+    pub from_s: f64,
+    pub to_s: f64,
+    pub cause: Cause,
+}
+
+/// Who a lane is for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LaneOf {
+    Target(usize),
+    Process(u32),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lane {
+    pub of: LaneOf,
+    /// By start time.
+    pub spans: Vec<StallSpan>,
+}
+
+/// A lane for each of `n_targets` targets and each observed process in
+/// `procs`, holding every stall in `snapshots` that overlaps `[x0, x1]`.
+pub fn stall_lanes(
+    snapshots: &[Snapshot],
+    n_targets: usize,
+    procs: &[u32],
+    x0: f64,
+    x1: f64,
+) -> Vec<Lane> {
+    let mut lanes: Vec<Lane> = (0..n_targets)
+        .map(|t| Lane {
+            of: LaneOf::Target(t),
+            spans: Vec::new(),
+        })
+        .chain(procs.iter().map(|&p| Lane {
+            of: LaneOf::Process(p),
+            spans: Vec::new(),
+        }))
+        .collect();
+    for st in snapshots.iter().flat_map(|s| &s.stalls) {
+        let (from, to) = span_of(st);
+        if to < x0 || from > x1 {
+            continue;
+        }
+        let lane = match (st.ev.who.target(), st.ev.who.pid()) {
+            (Some(t), _) => lanes.iter_mut().find(|l| l.of == LaneOf::Target(t)),
+            (None, Some(p)) => lanes.iter_mut().find(|l| l.of == LaneOf::Process(p)),
+            _ => None,
+        };
+        if let Some(l) = lane {
+            l.spans.push(StallSpan {
+                from_s: from.max(x0),
+                to_s: to.min(x1),
+                cause: st.why.cause,
+            });
+        }
+    }
+    for l in &mut lanes {
+        l.spans.sort_by(|a, b| a.from_s.total_cmp(&b.from_s));
+    }
+    lanes
+}
+
+fn span_of(st: &Stall) -> (f64, f64) {
+    let from = st.ev.start_ns as f64 / 1e9;
+    (from, from + st.ev.dur() as f64 / 1e9)
+}
+
+/// Per cause present in the lanes: how many stalls and their summed time
+/// (s), in `Cause::ALL` order — the lanes' legend.
+pub fn cause_legend(lanes: &[Lane]) -> Vec<(Cause, usize, f64)> {
+    Cause::ALL
+        .iter()
+        .filter_map(|&c| {
+            let spans = lanes.iter().flat_map(|l| &l.spans).filter(|s| s.cause == c);
+            let (n, secs) = spans.fold((0, 0.0), |(n, t), s| (n + 1, t + (s.to_s - s.from_s)));
+            (n > 0).then_some((c, n, secs))
+        })
+        .collect()
+}
+
+/// The chart colour of a cause (RGB), the same in every SVG and close to
+/// the dashboard's terminal colours.
+pub fn cause_rgb(c: Cause) -> (u8, u8, u8) {
+    match c {
+        Cause::DirtyThrottle => (214, 39, 40),
+        Cause::WritebackWait => (190, 60, 190),
+        Cause::Sync => (235, 160, 0),
+        Cause::JournalFull => (0, 170, 190),
+        Cause::Device => (40, 90, 200),
+        Cause::Fault => (60, 160, 60),
+        Cause::Unknown => (150, 150, 150),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cause::{Attribution, Confidence, Evidence};
+    use crate::model::ops::OpKind;
+    use crate::model::stall::{Blocked, Who};
+
+    fn stall(who: Who, start_s: f64, dur_s: f64, cause: Cause) -> Stall {
+        Stall {
+            ev: Blocked {
+                who,
+                op: OpKind::Write,
+                start_ns: (start_s * 1e9) as u64,
+                dur_ns: Some((dur_s * 1e9) as u64),
+                stack: None,
+            },
+            why: Attribution {
+                cause,
+                confidence: Confidence::High,
+                evidence: Evidence::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn stalls_become_spans_in_their_own_lane_clipped_to_the_span() {
+        let w = |target| Who::Writer { target, thread: 0 };
+        let s = Snapshot {
+            stalls: vec![
+                stall(w(0), 5.0, 13.0, Cause::Sync),
+                stall(w(1), 20.0, 0.2, Cause::DirtyThrottle),
+                stall(w(0), 58.0, 4.0, Cause::DirtyThrottle),
+                stall(w(0), 90.0, 1.0, Cause::Sync),
+            ],
+            ..Snapshot::default()
+        };
+        let lanes = stall_lanes(&[s], 2, &[], 0.0, 60.0);
+        assert_eq!(lanes.len(), 2);
+        let l0 = &lanes[0].spans;
+        assert_eq!(l0.len(), 2, "the stall after the span is left out");
+        assert_eq!((l0[0].from_s, l0[0].to_s), (5.0, 18.0), "13 s long");
+        assert_eq!(
+            (l0[1].from_s, l0[1].to_s),
+            (58.0, 60.0),
+            "clipped at the end"
+        );
+        assert_eq!(lanes[1].spans.len(), 1, "target 1's stall in its lane");
+        let legend = cause_legend(&lanes);
+        assert_eq!(legend[0].0, Cause::DirtyThrottle);
+        assert_eq!(legend[0].1, 2);
+        assert!((legend[1].2 - 13.0).abs() < 1e-9, "sync: 13 s in the span");
+    }
+}
