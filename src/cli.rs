@@ -226,7 +226,7 @@ pub enum Command {
     },
     /// Replay a recording in the dashboard (space play/pause, </> speed, n/N stalls, g go to).
     Replay {
-        /// A file written by --record (plain or .zst).
+        /// A file written by --record (plain, .gz, or .zst from older builds).
         file: PathBuf,
         /// Playback speed, 1–64.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -236,7 +236,7 @@ pub enum Command {
     },
     /// Summarize a recording: text per target and mode, and optionally an SVG chart and a CSV.
     Report {
-        /// A file written by --record (plain or .zst).
+        /// A file written by --record (plain, .gz, or .zst from older builds).
         file: PathBuf,
         /// Write a chart (throughput, latency, dirty/writeback, stalls) as SVG.
         #[arg(long, value_name = "OUT.svg")]
@@ -356,7 +356,7 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "HOW")]
     pub observe_timing: Option<crate::config::ObserveTiming>,
 
-    /// Record the session to FILE (JSON Lines; zstd-compressed if it ends in .zst).
+    /// Record the session to FILE (JSON Lines; gzip-compressed if it ends in .gz).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 

@@ -96,7 +96,7 @@ fn replayed_app_equals_live_app_and_report_matches_summary() {
         tempfile::tempdir_in("/dev/shm").unwrap(),
         tempfile::tempdir_in("/dev/shm").unwrap(),
     );
-    for name in ["s.jsonl", "s.jsonl.zst"] {
+    for name in ["s.jsonl", "s.jsonl.gz"] {
         let path = dir.path().join(name);
         let (cfg, metas, live, summary) = record_session(&path, a.path(), b.path());
         let rec = read(&path).unwrap();

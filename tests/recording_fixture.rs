@@ -93,3 +93,54 @@ fn its_stalls_read_back_as_one_list_of_writers_and_observed_threads() {
         ]
     );
 }
+
+/// Builds before 2026-12-04 wrote `.zst` with zstd's C library; they are
+/// read with a pure-Rust decoder now and must report as the plain file.
+#[test]
+fn a_zstd_recording_of_an_older_build_reports_as_the_plain_one() {
+    let plain = fixture("observe-and-writers-v0.1.0.jsonl");
+    let dir = tempfile::tempdir().unwrap();
+    let zst = dir.path().join("old.jsonl.zst");
+    let bytes = std::fs::read(&plain).unwrap();
+    std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
+    let report = |p: &Path| {
+        let out = common::bin().arg("report").arg(p).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    assert_eq!(report(&zst), report(&plain));
+}
+
+/// New compressed recordings are gzip; `.zst` is refused with the reason.
+#[test]
+fn recording_to_zst_is_refused_and_gz_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::bin()
+        .args(["run", "--duration", "1s", "--threads", "1", "--record"])
+        .arg(dir.path().join("r.jsonl.zst"))
+        .arg("--target")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(".gz") && err.contains("still replay"), "{err}");
+    let gz = dir.path().join("r.jsonl.gz");
+    let out = common::bin()
+        .args(["run", "--duration", "2s", "--threads", "1", "--record"])
+        .arg(&gz)
+        .arg("--target")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let head = std::fs::read(&gz).unwrap();
+    assert_eq!(&head[..2], &[0x1f, 0x8b], "gzip");
+    let out = common::bin().arg("report").arg(&gz).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("ints"), "{text}");
+}

@@ -143,6 +143,12 @@ pub fn run(
 
 /// A recording file must not exist yet and its folder must.
 pub fn check_record_path(p: &Path) -> Result<(), UsageError> {
+    if p.extension().is_some_and(|e| e == "zst") {
+        return Err(UsageError::new(format!(
+            "cannot record to {}: recordings are compressed as .gz now (zstd's C library doubled the build time); .zst recordings made before still replay",
+            p.display()
+        )));
+    }
     if p.exists() {
         return Err(UsageError::new(format!(
             "recording {} already exists; choose a new name",

@@ -3,9 +3,10 @@
 //!
 //! # Format (version 1)
 //!
-//! UTF-8 JSON, one object per line, `type` first. A file ending in `.zst` is
-//! a zstd stream of the same lines. Lines are flushed every interval, so a
-//! crash loses at most the interval being written.
+//! UTF-8 JSON, one object per line, `type` first. A file ending in `.gz` is
+//! a gzip stream of the same lines (builds before 2026-12-04 wrote zstd for
+//! `.zst`; those still read). Lines are flushed every interval, so a crash
+//! loses at most the interval being written.
 //!
 //! * `header` (first line): `format` = `"stallscope-recording"`, `version`
 //!   (major; a reader refuses a newer major), `tool_version`, `host`,
@@ -263,8 +264,9 @@ impl Recorder {
             .create_new(true)
             .open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        let out: Box<dyn Write + Send> = if path.extension().is_some_and(|e| e == "zst") {
-            Box::new(zstd::stream::write::Encoder::new(file, 3)?.auto_finish())
+        let out: Box<dyn Write + Send> = if path.extension().is_some_and(|e| e == "gz") {
+            let gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+            Box::new(BufWriter::new(gz))
         } else {
             Box::new(BufWriter::new(file))
         };
@@ -570,16 +572,21 @@ struct EventIn {
     message: String,
 }
 
-/// Opens a recording, plain or zstd (by name or by magic number).
+/// Opens a recording, plain, gzip or zstd (by magic number). zstd is what
+/// builds before 2026-12-04 wrote for `.zst`; it is read with a pure-Rust
+/// decoder.
 fn open(path: &Path) -> io::Result<Box<dyn BufRead>> {
     let mut f = File::open(path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
     let mut magic = [0u8; 4];
     let n = f.read(&mut magic)?;
     let f = File::open(path)?;
-    let zst = n == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd];
-    Ok(if zst {
-        Box::new(BufReader::new(zstd::stream::read::Decoder::new(f)?))
+    Ok(if n == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
+        let dec = ruzstd::decoding::StreamingDecoder::new(f)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))?;
+        Box::new(BufReader::new(dec))
+    } else if n >= 2 && magic[..2] == [0x1f, 0x8b] {
+        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(f)))
     } else {
         Box::new(BufReader::new(f))
     })
