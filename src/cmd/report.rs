@@ -865,7 +865,16 @@ fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dy
     root.draw_text(&title, &style, (x, 10))?;
     let n = input.targets.len();
     let keys: Vec<Key> = (0..n)
-        .map(|t| Key::solid(format!("#{} {}", t + 1, input.label(t)), colour(t), 3))
+        .map(|t| {
+            // compare's labels are numbered already ("#2 /mnt/xfs · mmap × 4").
+            let label = input.label(t);
+            let name = if label.starts_with('#') {
+                label
+            } else {
+                format!("#{} {label}", t + 1)
+            };
+            Key::solid(name, colour(t), 3)
+        })
         .chain(
             d.observed
                 .iter()
