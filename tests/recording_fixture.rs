@@ -1,8 +1,11 @@
 //! Recordings made by an earlier build (v0.1.0, 2026-12-03, before the
-//! data path was restructured) still read back and report exactly as that
-//! build reported them: text and CSV byte for byte, and the SVG byte for
-//! byte as the current chart draws it (regenerated on 2026-12-04 when the
-//! stall markers became stall lanes; reviewed as a PNG). One fixture has
+//! data path was restructured) still read back and report as that build
+//! reported them, byte for byte, with two reviewed changes of 2026-12-04:
+//! the SVG draws stall lanes instead of markers, and the interval that
+//! build wrote past the run's end (ops that finished while the writers
+//! stopped: 2 ops, a 30 ms p50, a drop to nothing on the chart) is folded
+//! into the last whole interval, as runs do now — the observe fixture's
+//! 6.0 s run reports 6 intervals, not 7. One fixture has
 //! writers and an observed process with stalls of both (capped lab ext4,
 //! root, tracing), the other the dashboard's runtime markers.
 
@@ -45,6 +48,32 @@ fn report_matches(recording: &str, stem: &str, svg: bool) {
             "report SVG differs from the reviewed one"
         );
     }
+}
+
+#[test]
+fn a_v0_1_0_recording_has_no_interval_past_its_end() {
+    let rec =
+        stallscope::sink::recording::read(&fixture("observe-and-writers-v0.1.0.jsonl")).unwrap();
+    let end = rec.summary.as_ref().unwrap()["duration_s"]
+        .as_f64()
+        .unwrap();
+    let last = rec.snapshots.last().unwrap();
+    assert!(
+        (last.t_s - end).abs() < 1e-6,
+        "last interval ends at {} for a {end} s run",
+        last.t_s
+    );
+    let ops: u64 = rec
+        .snapshots
+        .iter()
+        .flat_map(|s| &s.targets)
+        .map(|t| t.ops)
+        .sum();
+    assert_eq!(
+        ops,
+        rec.summary.as_ref().unwrap()["ops"].as_u64().unwrap(),
+        "nothing lost"
+    );
 }
 
 #[test]
