@@ -17,7 +17,7 @@ use stallscope::model::snapshot::{BdpStats, Snapshot, TargetInterval, TargetMeta
 use stallscope::model::stall::{Blocked, Live, Stall};
 use stallscope::tui::app::{App, Header, Style};
 use stallscope::tui::keys::Action;
-use stallscope::tui::ui::draw;
+use stallscope::tui::view::draw;
 
 const FRAMES: usize = 500;
 const WARMUP: usize = 20;

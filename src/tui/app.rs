@@ -917,7 +917,7 @@ fn push_bounded<T>(q: &mut VecDeque<T>, v: T, max: usize) {
     q.push_back(v);
 }
 
-/// Synthetic snapshots for the tests of this module and of `ui`.
+/// Synthetic snapshots for the tests of this module and of `view`.
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::*;

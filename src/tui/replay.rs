@@ -177,7 +177,7 @@ pub fn run_replay(
         }
         if dirty && last_draw.elapsed() >= frame_gap {
             app.set_replay_status(p.status(&rec));
-            term.draw(|f| super::ui::draw(f, &app))?;
+            term.draw(|f| super::view::draw(f, &app))?;
             last_draw = Instant::now();
             dirty = false;
         }

@@ -191,7 +191,7 @@ fn event_loop<B: ratatui::backend::Backend>(
     let mut last_draw = Instant::now() - frame_gap;
     while !stop.load(Ordering::Relaxed) && !app.should_quit() {
         if dirty && last_draw.elapsed() >= frame_gap {
-            term.draw(|f| super::ui::draw(f, app))?;
+            term.draw(|f| super::view::draw(f, app))?;
             last_draw = Instant::now();
             dirty = false;
         }

@@ -1,0 +1,110 @@
+//! The status line, the help popup and the add-target prompt.
+
+use super::*;
+
+pub(super) fn draw_status(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
+    let hint = if app.header().replay {
+        "space play  n stall  ? keys  q quit"
+    } else {
+        "? help  q quit"
+    };
+    let hint_w = hint.len() as u16;
+    if let Some(m) = app.last_message() {
+        let st = if m.error {
+            th.fg(Color::Red).add_modifier(Modifier::BOLD)
+        } else {
+            RStyle::new()
+        };
+        let w = r.width.saturating_sub(hint_w + 2);
+        put_str(buf, r.x, r.y, &m.text, usize::from(w), st);
+    }
+    if r.width > hint_w {
+        put_str(
+            buf,
+            r.right() - hint_w,
+            r.y,
+            hint,
+            usize::from(hint_w),
+            th.dim(),
+        );
+    }
+}
+
+/// A centred popup listing the key tables of this dashboard (live, or a
+/// replay's player and view keys). Rows without a label share the row
+/// above ("> <").
+pub(super) fn draw_help(buf: &mut Buffer, area: Rect, replay: bool, th: &Theme) {
+    let row = |d: &KeyDef| {
+        Line::from(vec![
+            Span::styled(format!(" {:<11}", d.label), th.bold()),
+            Span::raw(d.help),
+        ])
+    };
+    let labelled = |d: &&KeyDef| !d.label.is_empty();
+    let mut lines: Vec<Line> = Vec::new();
+    if replay {
+        lines.extend(REPLAY_KEYS.iter().filter(labelled).map(row));
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(" the view:", th.dim()));
+        lines.extend(view_keys().filter(labelled).map(row));
+    } else {
+        lines.extend(KEYS.iter().map(row));
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(" at the add-target prompt:", th.dim()));
+        lines.extend(PROMPT_KEYS.iter().map(row));
+    }
+    let w = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 3;
+    let r = centered(area, w, lines.len() as u16 + 2);
+    popup(buf, r, " keys ", lines, th);
+}
+
+/// The one-line "add target" input, just above the status line.
+pub(super) fn draw_prompt(buf: &mut Buffer, area: Rect, status: Rect, text: &str, th: &Theme) {
+    let label = "add target: ";
+    let w = area.width.min(72);
+    let room = usize::from(w.saturating_sub(4)).saturating_sub(label.len() + 1);
+    let skip = text.chars().count().saturating_sub(room);
+    let shown: String = text.chars().skip(skip).collect();
+    let line = Line::from(vec![
+        Span::styled(label, th.bold()),
+        Span::raw(shown),
+        Span::styled(th.g.cursor, th.fg(Color::Yellow)),
+    ]);
+    if area.height < 6 {
+        Clear.render(status, buf);
+        put_line(buf, status, &line);
+        return;
+    }
+    let r = Rect::new(
+        area.x + (area.width - w) / 2,
+        status.y.saturating_sub(3),
+        w,
+        3,
+    );
+    popup(buf, r, " Enter adds, Esc cancels ", vec![line], th);
+}
+
+pub(super) fn popup(buf: &mut Buffer, r: Rect, title: &str, lines: Vec<Line>, th: &Theme) {
+    Clear.render(r, buf);
+    if r.width < 3 || r.height < 3 {
+        Paragraph::new(lines).render(r, buf);
+        return;
+    }
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_set(th.g.border)
+        .title(Span::styled(title.to_string(), th.bold()));
+    Paragraph::new(lines).block(block).render(r, buf);
+}
+
+pub(super) fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let (w, h) = (w.min(area.width), h.min(area.height));
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+// ------------------------------------------------------- buffer helpers ----

@@ -1,0 +1,79 @@
+//! The stall list, newest first.
+
+use super::*;
+
+pub(super) fn draw_stalls(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
+    if r.height == 0 {
+        return;
+    }
+    let (_, total) = app.stall_counts();
+    let title = Line::from(vec![
+        Span::styled("Stalls", th.bold()),
+        Span::styled(format!(", newest first ({total} in all)"), th.dim()),
+    ]);
+    let head = format!(
+        "{:>9} {:>9}  {:<15} {:<4} {:>6}  {:<15}  target",
+        "time", "duration", "cause", "conf", "thread", "op"
+    );
+    let mut lines = vec![title, Line::styled(head, th.dim())];
+    let rows = usize::from(r.height).saturating_sub(2);
+    let width = usize::from(r.width);
+    lines.extend(
+        app.stalls()
+            .take(rows)
+            .map(|s| stall_row(s, app, th, width)),
+    );
+    Paragraph::new(lines).render(r, buf);
+}
+
+pub(super) fn stall_row<'a>(s: &Stall, app: &App, th: &Theme, width: usize) -> Line<'a> {
+    let target = app
+        .view_of(&s.ev.who)
+        .and_then(|i| app.targets().get(i))
+        .map_or("?", |t| t.meta.path.as_str());
+    let conf = s.why.confidence.as_str();
+    let lead = Span::raw(format!(
+        "{:>9} {:>9}  ",
+        fmt_t(s.ev.start_ns as f64 / 1e9),
+        fmt_dur(s.ev.dur() as f64 / 1e6)
+    ));
+    let cause = Span::styled(
+        format!("{:<15}", s.why.cause.as_str()),
+        th.fg(cause_color(s.why.cause)),
+    );
+    let rest = format!(" {conf:<4} {:>6}  {:<15}  ", s.ev.who.thread(), op_name(s));
+    let room = width.saturating_sub(lead.width() + cause.width() + rest.chars().count());
+    Line::from(vec![
+        lead,
+        cause,
+        Span::raw(rest),
+        Span::raw(crate::base::text::elide_path(target, room)),
+    ])
+}
+
+/// What the thread was doing: our op (a segment wait says which sync it
+/// waited for), or an observed thread's system call when its stack named one.
+pub(super) fn op_name(s: &Stall) -> String {
+    use crate::model::ops::OpKind;
+    let e = &s.why.evidence;
+    match (s.ev.op, e.syscall.as_deref(), e.sync_op.as_deref()) {
+        (OpKind::Blocked, Some(call), _) => call.to_string(),
+        (OpKind::SegmentWait, _, Some(op)) => {
+            let call = op.split_whitespace().next().unwrap_or(op);
+            format!("{call} (recycle)")
+        }
+        (op, _, _) => op.as_str().to_string(),
+    }
+}
+
+pub(super) fn cause_color(c: Cause) -> Color {
+    match c {
+        Cause::DirtyThrottle => Color::Red,
+        Cause::WritebackWait => Color::Magenta,
+        Cause::Sync => Color::Yellow,
+        Cause::JournalFull => Color::Cyan,
+        Cause::Device => Color::Blue,
+        Cause::Fault => Color::Green,
+        Cause::Unknown => Color::Gray,
+    }
+}
