@@ -214,3 +214,49 @@ fn progress_lines_parse() {
     assert_eq!((p[0].end_s, p[0].tps), (1796320456.798, 782.3));
     assert_eq!(p[1].tps, 0.0);
 }
+
+/// An idle server under observation stays quiet: with no client, no
+/// autovacuum and nothing dirty (a checkpoint first), 60 s of observing
+/// PostgreSQL's processes report no stall — its threads sleep on sockets
+/// and timers, which are not write stalls.
+#[test]
+fn an_idle_postgres_under_observation_reports_no_stalls() {
+    let test = "an_idle_postgres_under_observation_reports_no_stalls";
+    if !common::need_root(test) {
+        return;
+    }
+    if !have_postgres() {
+        common::skip(
+            test,
+            "PostgreSQL 15 or pgbench missing (apt-get install postgresql)",
+        );
+        return;
+    }
+    let lab = PgLab::start(10, 1);
+    lab.server.psql("ALTER SYSTEM SET autovacuum = off");
+    lab.server.psql("SELECT pg_reload_conf()");
+    lab.server.psql("VACUUM ANALYZE");
+    lab.server.psql("CHECKPOINT");
+    let out = common::bin()
+        .args(["run", "--observe-name", "postgres", "--duration", "60s"])
+        .args(["--format", "jsonl"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let observed = lines.iter().filter(|l| l["type"] == "observed").count();
+    let stalls: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "stall").collect();
+    eprintln!(
+        "idle postgres: {observed} observed-process lines, {} stalls",
+        stalls.len()
+    );
+    assert!(
+        observed >= 55 * 5,
+        "the observer saw its processes: {observed} lines\n{err}"
+    );
+    assert!(stalls.is_empty(), "an idle server stalled: {stalls:?}");
+}

@@ -38,6 +38,29 @@ impl PgServer {
             .expect("postmaster.pid")
     }
 
+    /// One SQL statement through psql as user postgres; panics on failure.
+    pub fn psql(&self, sql: &str) {
+        let out = Command::new("runuser")
+            .args(["-u", "postgres", "--", "psql", "-h"])
+            .arg(&self.socket_dir)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-X",
+                "-q",
+                "-c",
+                sql,
+                "postgres",
+            ])
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// pgbench as user postgres against this server.
     pub fn pgbench(&self, args: &[&str]) -> std::process::Output {
         Command::new("runuser")
