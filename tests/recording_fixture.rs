@@ -1,7 +1,9 @@
 //! Recordings made by an earlier build (v0.1.0, 2026-12-03, before the
 //! data path was restructured) still read back and report as that build
 //! reported them, byte for byte, with two reviewed changes of 2026-12-04:
-//! the SVG draws stall lanes instead of markers, and the interval that
+//! the SVG draws stall lanes instead of markers (since then with a strip
+//! per cause, overlapping stalls merged; regenerated and reviewed as a PNG
+//! on the svg-lanes branch), and the interval that
 //! build wrote past the run's end (ops that finished while the writers
 //! stopped: 2 ops, a 30 ms p50, a drop to nothing on the chart) is folded
 //! into the last whole interval, as runs do now — the observe fixture's

@@ -1198,6 +1198,33 @@ mod tests {
     }
 
     #[test]
+    fn each_runs_dirty_memory_is_its_snapshots_kernel_figure_in_mib() {
+        let at = |t_s: f64, dirty_kib: Option<u64>| Snapshot {
+            t_s,
+            kernel: Some(crate::model::kernel::KernelInterval {
+                dirty_kib,
+                writeback_kib: None,
+                dirty_thresh_kib: None,
+                dirty_bg_thresh_kib: None,
+                nr_dirty: None,
+                nr_writeback: None,
+                dirtied_pages: None,
+                written_pages: None,
+                pgmajfault: None,
+                psi_io_some_pct: None,
+                psi_io_full_pct: None,
+                devs: Vec::new(),
+            }),
+            ..Snapshot::default()
+        };
+        let snaps = [at(1.0, Some(2048)), at(2.0, None), Snapshot::default()];
+        assert_eq!(
+            dirty_of(&snaps),
+            vec![(1.0, Some(2.0)), (2.0, None), (0.0, None)]
+        );
+    }
+
+    #[test]
     fn compares_two_tmpfs_dirs_in_two_modes() {
         let a = tempfile::tempdir_in("/dev/shm").unwrap();
         let b = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -1242,6 +1269,14 @@ mod tests {
         assert!(table.lines().any(|l| l.starts_with("verdict")), "{table}");
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.starts_with("<svg") && text.contains("compare: mmap, buffered"));
+        // The runs sampled the kernel's dirty memory: the dirty panel draws
+        // it per run (the merged view has no kernel figures of its own).
+        assert!(results.iter().all(|r| r
+            .snapshots
+            .iter()
+            .any(|s| s.kernel.as_ref().is_some_and(|k| k.dirty_kib.is_some()))));
+        assert!(text.contains("Dirty during each run"));
+        assert!(!text.contains("no kernel counters"));
         let recordings = std::fs::read_dir(out.path()).unwrap().count() - 1;
         assert_eq!(recordings, 4, "one recording per run");
         assert!(said.iter().any(|m| m.starts_with("[4/4]")), "{said:?}");

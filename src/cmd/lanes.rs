@@ -90,6 +90,27 @@ pub fn cause_legend(lanes: &[Lane]) -> Vec<(Cause, usize, f64)> {
         .collect()
 }
 
+/// A lane as the chart draws it: per cause present (in `Cause::ALL`
+/// order) its spans, overlapping ones merged into one `(from_s, to_s)` —
+/// 500 throttle sleeps of four threads become one band, and each cause
+/// gets its own strip of the lane, so a long sync under them stays whole.
+pub fn bands(lane: &Lane) -> Vec<(Cause, Vec<(f64, f64)>)> {
+    Cause::ALL
+        .iter()
+        .filter_map(|&c| {
+            let mut out: Vec<(f64, f64)> = Vec::new();
+            // `lane.spans` is by start, so one pass merges.
+            for s in lane.spans.iter().filter(|s| s.cause == c) {
+                match out.last_mut() {
+                    Some(last) if s.from_s <= last.1 => last.1 = last.1.max(s.to_s),
+                    _ => out.push((s.from_s, s.to_s)),
+                }
+            }
+            (!out.is_empty()).then_some((c, out))
+        })
+        .collect()
+}
+
 /// The chart colour of a cause (RGB), the same in every SVG and close to
 /// the dashboard's terminal colours.
 pub fn cause_rgb(c: Cause) -> (u8, u8, u8) {
@@ -155,5 +176,49 @@ mod tests {
         assert_eq!(legend[0].0, Cause::DirtyThrottle);
         assert_eq!(legend[0].1, 2);
         assert!((legend[1].2 - 13.0).abs() < 1e-9, "sync: 13 s in the span");
+    }
+
+    #[test]
+    fn overlapping_stalls_merge_per_cause_and_each_cause_keeps_its_band() {
+        let w = |thread| Who::Writer { target: 0, thread };
+        // Four threads throttled in turn, overlapping, from 1 s to ~6 s,
+        // while thread 4 is in a 10 s sync; a later throttle apart.
+        let mut stalls: Vec<Stall> = (0..20)
+            .map(|i| {
+                stall(
+                    w(i % 4),
+                    1.0 + f64::from(i) * 0.25,
+                    0.4,
+                    Cause::DirtyThrottle,
+                )
+            })
+            .collect();
+        stalls.push(stall(w(4), 2.0, 10.0, Cause::Sync));
+        stalls.push(stall(w(0), 20.0, 0.2, Cause::DirtyThrottle));
+        let s = Snapshot {
+            stalls,
+            ..Snapshot::default()
+        };
+        let lanes = stall_lanes(&[s], 1, &[], 0.0, 30.0);
+        assert_eq!(lanes[0].spans.len(), 22, "every stall is a span");
+        let b = bands(&lanes[0]);
+        assert_eq!(b.len(), 2, "{b:?}");
+        assert_eq!(b[0].0, Cause::DirtyThrottle);
+        let throttle = &b[0].1;
+        assert_eq!(
+            throttle.len(),
+            2,
+            "one band, then the one apart: {throttle:?}"
+        );
+        assert!((throttle[0].0 - 1.0).abs() < 1e-9);
+        assert!((throttle[0].1 - (1.0 + 19.0 * 0.25 + 0.4)).abs() < 1e-6);
+        assert_eq!(b[1].0, Cause::Sync);
+        assert_eq!(b[1].1.len(), 1);
+        assert!(
+            (b[1].1[0].1 - b[1].1[0].0 - 10.0).abs() < 1e-6,
+            "the sync whole"
+        );
+        let legend = cause_legend(&lanes);
+        assert_eq!(legend[0].1, 21, "the legend still counts stalls, not bands");
     }
 }

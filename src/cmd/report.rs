@@ -7,7 +7,7 @@
 //! report agrees with the run's own summary for the same span.
 
 use crate::base::units::kib_to_mib;
-use crate::cmd::lanes::{cause_legend, cause_rgb, stall_lanes, Lane};
+use crate::cmd::lanes::{bands, cause_legend, cause_rgb, stall_lanes, Lane};
 use crate::config::Mode;
 use crate::model::cause::Cause;
 use crate::model::kernel::{DevInterval, KernelInterval};
@@ -698,7 +698,7 @@ fn draw(root: &Area, input: &ReportInput, segs: &[Segment], d: &ChartData) -> Dr
 }
 
 /// Height of a lane row: a line for the segment labels, then the bars.
-const LANE_PX: u32 = 30;
+const LANE_PX: u32 = 36;
 /// Under the lanes: the legend of causes.
 const LANE_LEGEND_PX: u32 = 34;
 
@@ -710,39 +710,12 @@ fn rgb(c: (u8, u8, u8)) -> RGBColor {
     RGBColor(c.0, c.1, c.2)
 }
 
-/// The stall lanes under the time axis, on the panels' x scale: per
-/// target its mode × threads where a segment starts, then each stall as a
-/// bar as long as it lasted, in its cause's colour; the causes' legend
-/// with their counts and time below.
+/// The stall lanes under the time axis, on the panels' x scale (one lane
+/// per target, then per observed process); the causes' legend with their
+/// counts and time below.
 fn draw_lanes(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
-    let (x_left, x_right) = (Y_LABEL_PX as f64, (WIDTH - RIGHT_PX) as f64);
-    let x_of = |t: f64| (x_left + (t - d.x0) / (d.x1 - d.x0) * (x_right - x_left)).round() as i32;
-    let label = |size| text_style(size, INK).pos(Pos::new(HPos::Left, VPos::Center));
     for (i, (lane, name)) in d.lanes.iter().zip(&d.lane_names).enumerate() {
-        let top = 8 + (LANE_PX * i as u32) as i32;
-        let bar = (top + 14, top + 27);
-        area.draw_text(name, &label(13.0).color(&colour(i)), (4, bar.0 + 6))?;
-        area.draw(&Rectangle::new(
-            [(x_left as i32, bar.0), (x_right as i32, bar.1)],
-            RGBColor(245, 245, 245).filled(),
-        ))?;
-        for sp in &lane.spans {
-            let (a, b) = (x_of(sp.from_s), x_of(sp.to_s));
-            let fill = rgb(cause_rgb(sp.cause)).filled();
-            area.draw(&Rectangle::new([(a, bar.0), (b.max(a + 1), bar.1)], fill))?;
-        }
-        let mut last_end = i32::MIN;
-        for sg in segs.iter().filter(|sg| sg.target == i) {
-            let (Some(mode), Some(threads)) = (sg.mode, sg.threads) else {
-                continue;
-            };
-            let text = format!("{mode} × {threads}");
-            let x = x_of(sg.from_s.max(d.x0)) + 2;
-            if x >= last_end {
-                area.draw_text(&text, &label(12.0).color(&colour(i)), (x, top + 6))?;
-                last_end = x + text_px(&text, 12.0) + 8;
-            }
-        }
+        draw_lane(area, i, lane, name, segs, d)?;
     }
     let keys: Vec<Key> = cause_legend(&d.lanes)
         .into_iter()
@@ -754,12 +727,72 @@ fn draw_lanes(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
         })
         .collect();
     let y = 8 + (LANE_PX * d.lanes.len() as u32) as i32 + 16;
+    let label = text_style(TEXT, INK).pos(Pos::new(HPos::Left, VPos::Center));
     if keys.is_empty() {
-        area.draw_text("no stalls in this span", &label(TEXT), (x_left as i32, y))?;
+        area.draw_text("no stalls in this span", &label, (Y_LABEL_PX as i32, y))?;
         return Ok(());
     }
-    area.draw_text("stalls:", &label(TEXT), (4, y))?;
-    draw_keys(area, &keys, x_left as i32, y)?;
+    area.draw_text("stalls:", &label, (4, y))?;
+    draw_keys(area, &keys, Y_LABEL_PX as i32, y)?;
+    Ok(())
+}
+
+/// The x pixel of time `t_s` in the lanes, on the panels' scale.
+fn lane_x(d: &ChartData, t_s: f64) -> i32 {
+    let (left, right) = (f64::from(Y_LABEL_PX), f64::from(WIDTH - RIGHT_PX));
+    (left + (t_s - d.x0) / (d.x1 - d.x0) * (right - left)).round() as i32
+}
+
+/// The top and bottom pixel of lane `i`'s bar (under its label line).
+fn lane_bar(i: usize) -> (i32, i32) {
+    let top = 8 + (LANE_PX * i as u32) as i32;
+    (top + 14, top + 32)
+}
+
+/// Lane `i`: its name left of the plot, mode × threads where a segment
+/// starts, then its stalls as bars from start to end, a strip of the bar
+/// per cause (`bands`: overlapping stalls of a cause merged), so no cause
+/// hides another.
+fn draw_lane(
+    area: &Area,
+    i: usize,
+    lane: &Lane,
+    name: &str,
+    segs: &[Segment],
+    d: &ChartData,
+) -> DrawResult {
+    let label = |size| text_style(size, colour(i)).pos(Pos::new(HPos::Left, VPos::Center));
+    let (top, bottom) = lane_bar(i);
+    area.draw_text(name, &label(13.0), (4, (top + bottom) / 2))?;
+    let (left, right) = (Y_LABEL_PX as i32, (WIDTH - RIGHT_PX) as i32);
+    let shade = RGBColor(245, 245, 245).filled();
+    area.draw(&Rectangle::new([(left, top), (right, bottom)], shade))?;
+    let strips = bands(lane);
+    let k = strips.len() as i32;
+    for (j, (cause, spans)) in strips.iter().enumerate() {
+        let j = j as i32;
+        let (y0, y1) = (
+            top + (bottom - top) * j / k,
+            top + (bottom - top) * (j + 1) / k,
+        );
+        let fill = rgb(cause_rgb(*cause)).filled();
+        for &(from, to) in spans {
+            let (a, b) = (lane_x(d, from), lane_x(d, to));
+            area.draw(&Rectangle::new([(a, y0), (b.max(a + 1), y1)], fill))?;
+        }
+    }
+    let mut last_end = i32::MIN;
+    for sg in segs.iter().filter(|sg| sg.target == i) {
+        let (Some(mode), Some(threads)) = (sg.mode, sg.threads) else {
+            continue;
+        };
+        let text = format!("{mode} × {threads}");
+        let x = lane_x(d, sg.from_s.max(d.x0)) + 2;
+        if x >= last_end {
+            area.draw_text(&text, &label(12.0), (x, top - 8))?;
+            last_end = x + text_px(&text, 12.0) + 8;
+        }
+    }
     Ok(())
 }
 
@@ -786,7 +819,9 @@ enum Sample {
 /// A legend entry: a sample, then its name.
 struct Key {
     name: String,
-    colour: RGBColor,
+    /// The sample's colours: one, or a piece of line per target for a
+    /// key that stands for every target's line.
+    colours: Vec<RGBColor>,
     sample: Sample,
 }
 
@@ -794,12 +829,23 @@ impl Key {
     fn line(name: impl Into<String>, colour: RGBColor, width: u32, dashed: bool) -> Key {
         Key {
             name: name.into(),
-            colour,
+            colours: vec![colour],
             sample: Sample::Line { width, dashed },
         }
     }
     fn solid(name: impl Into<String>, colour: RGBColor, width: u32) -> Key {
         Key::line(name, colour, width, false)
+    }
+    /// A solid line sample in each of `colours` side by side.
+    fn per_target(name: impl Into<String>, colours: Vec<RGBColor>, width: u32) -> Key {
+        Key {
+            colours: if colours.is_empty() {
+                vec![INK]
+            } else {
+                colours
+            },
+            ..Key::solid(name, INK, width)
+        }
     }
     fn dashed(name: impl Into<String>, colour: RGBColor) -> Key {
         Key::line(name, colour, 2, true)
@@ -807,30 +853,40 @@ impl Key {
     fn bar(name: impl Into<String>, colour: RGBColor) -> Key {
         Key {
             name: name.into(),
-            colour,
+            colours: vec![colour],
             sample: Sample::Bar,
         }
     }
+    /// The sample's width: 21 px, wider for many colours.
+    fn sample_px(&self) -> i32 {
+        21.max(7 * self.colours.len() as i32)
+    }
     fn px(&self) -> i32 {
-        26 + text_px(&self.name, TEXT) + 18
+        self.sample_px() + 5 + text_px(&self.name, TEXT) + 18
     }
     fn draw_sample(&self, area: &Area, x: i32, y: i32) -> DrawResult {
+        let c0 = self.colours[0];
         match self.sample {
-            Sample::Line { width, dashed } => {
-                let style = self.colour.stroke_width(width);
-                let dashes: &[(i32, i32)] = if dashed {
-                    &[(0, 5), (8, 13), (16, 21)]
-                } else {
-                    &[(0, 21)]
-                };
-                for (a, b) in dashes {
-                    area.draw(&PathElement::new(vec![(x + a, y), (x + b, y)], style))?;
+            Sample::Line {
+                width,
+                dashed: true,
+            } => {
+                for (a, b) in [(0, 5), (8, 13), (16, 21)] {
+                    let piece = vec![(x + a, y), (x + b, y)];
+                    area.draw(&PathElement::new(piece, c0.stroke_width(width)))?;
                 }
             }
-            Sample::Bar => area.draw(&Rectangle::new(
-                [(x, y - 6), (x + 21, y + 6)],
-                self.colour.filled(),
-            ))?,
+            Sample::Line { width, .. } => {
+                let (w, n) = (self.sample_px(), self.colours.len() as i32);
+                for (i, c) in (0..).zip(&self.colours) {
+                    let piece = vec![(x + w * i / n, y), (x + w * (i + 1) / n, y)];
+                    area.draw(&PathElement::new(piece, c.stroke_width(width)))?;
+                }
+            }
+            Sample::Bar => {
+                let corners = [(x, y - 6), (x + self.sample_px(), y + 6)];
+                area.draw(&Rectangle::new(corners, c0.filled()))?;
+            }
         }
         Ok(())
     }
@@ -847,7 +903,8 @@ fn draw_keys(area: &Area, keys: &[Key], x: i32, mut y: i32) -> Result<i32, Box<d
         }
         k.draw_sample(area, cx, y)?;
         let pos = Pos::new(HPos::Left, VPos::Center);
-        area.draw_text(&k.name, &text_style(TEXT, INK).pos(pos), (cx + 26, y))?;
+        let at = (cx + k.sample_px() + 5, y);
+        area.draw_text(&k.name, &text_style(TEXT, INK).pos(pos), at)?;
         cx += k.px();
     }
     Ok(y)
@@ -1034,11 +1091,16 @@ fn throughput_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult 
 }
 
 fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
-    // The keys in the lines' own colours: p99 thick, max thin and faded.
-    let c0 = colour(0);
+    // The keys in the lines' own colours (each target's): p99 thick, max
+    // thin and faded.
+    let n = d.p99.len();
     let keys = [
-        Key::solid("p99 (thick)", c0, 3),
-        Key::solid("max (thin); each target in its colour", faded(c0), 1),
+        Key::per_target("p99 (thick)", (0..n).map(colour).collect(), 3),
+        Key::per_target(
+            "max (thin); each target in its colour",
+            (0..n).map(|t| faded(colour(t))).collect(),
+            1,
+        ),
     ];
     let plot = panel(area, "Write latency", &keys)?;
     let all: Vec<&Line> = d.p99.iter().chain(&d.max).collect();
@@ -1057,7 +1119,6 @@ fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     for (t, line) in d.p99.iter().enumerate() {
         draw_line(&mut c, line, colour(t).stroke_width(2))?;
     }
-    let n = d.p99.len();
     for (i, o) in d.observed.iter().enumerate() {
         let style = colour(n + i).filled();
         c.draw_series(o.longest.iter().map(|&p| Circle::new(p, 4, style)))?;
@@ -1098,9 +1159,10 @@ fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
 /// `compare`: the system's dirty memory during each run, in the run's
 /// colour (the runs took turns, so one system-wide line would mix them).
 fn dirty_per_run_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
-    let keys = [Key::solid(
+    let n = d.dirty_by_target.len();
+    let keys = [Key::per_target(
         "Dirty during each run, in its colour",
-        colour(0),
+        (0..n).map(colour).collect(),
         2,
     )];
     let plot = panel(area, "Dirty memory (system-wide)", &keys)?;
@@ -1493,7 +1555,7 @@ mod tests {
 
     #[test]
     fn svg_is_whole_and_names_the_workload_targets_and_each_stall() {
-        let (targets, snaps) = sample(40);
+        let (targets, snaps) = sample(120);
         let inp = input(&targets, &snaps);
         let svg = render_svg(&inp, &summarize(&inp)).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
@@ -1509,15 +1571,33 @@ mod tests {
         }
         let stalls: Vec<&Stall> = snaps.iter().flat_map(|s| &s.stalls).collect();
         assert!(stalls.len() > 5);
-        // No markers crowding the panels: each stall is a bar in its
-        // target's lane, in its cause's colour (and the legend has a bar per cause).
+        // No markers crowding the panels: each stall lies in a bar of its
+        // cause's colour in its target's lane, as long as it lasted;
+        // overlapping ones share a bar, so there are no more bars than
+        // stalls (and the legend has a bar per cause).
         assert_eq!(svg.matches("<polygon").count(), 0);
+        let d = ChartData::of(&inp).unwrap();
+        let bars = rects(&svg);
+        for st in &stalls {
+            let from = start_s(st).clamp(d.x0, d.x1);
+            let to = (start_s(st) + st.ev.dur() as f64 / 1e9).clamp(d.x0, d.x1);
+            let (a, b) = (lane_x(&d, from), lane_x(&d, to).max(lane_x(&d, from) + 1));
+            let (top, bottom) = lane_rows(st.ev.who.target().unwrap());
+            let fill = hex(cause_rgb(st.why.cause));
+            assert!(
+                bars.iter().any(|r| r.fill == fill
+                    && r.x <= a
+                    && r.x + r.w >= b
+                    && r.y >= top
+                    && r.y + r.h <= bottom),
+                "no {fill} bar over x {a}..{b} in lane y {top}..{bottom} for {st:?}"
+            );
+        }
         for c in Cause::ALL {
             let n = stalls.iter().filter(|s| s.why.cause == c).count();
-            let (r, g, b) = cause_rgb(c);
-            let fill = format!("fill=\"#{r:02X}{g:02X}{b:02X}\"");
-            let legend = usize::from(n > 0);
-            assert_eq!(svg.matches(&fill).count(), n + legend, "{c:?}");
+            let drawn = bars.iter().filter(|r| r.fill == hex(cause_rgb(c))).count();
+            assert!(drawn <= n + 1, "{c:?}: {drawn} bars for {n} stalls");
+            assert_eq!(drawn > 0, n > 0, "{c:?}");
         }
         for word in [
             "Throughput",
@@ -1548,20 +1628,97 @@ mod tests {
         assert!(d.lanes[0].spans.is_empty(), "target 0 has no stall");
         assert_eq!(d.lanes[1].spans.len(), 1, "target 1's lane has it");
         let svg = render_svg(&inp, &[]).unwrap();
-        let (r, g, b) = cause_rgb(Cause::Sync);
-        let fill = format!("fill=\"#{r:02X}{g:02X}{b:02X}\"");
-        let widths: Vec<f64> = svg
-            .split("<rect")
-            .filter(|r| r.contains(&fill))
-            .filter_map(|r| r.split("width=\"").nth(1)?.split('"').next()?.parse().ok())
+        let (top, bottom) = lane_rows(1);
+        let bars: Vec<Rect> = rects(&svg)
+            .into_iter()
+            .filter(|r| r.fill == hex(cause_rgb(Cause::Sync)))
+            .filter(|r| r.y >= top && r.y + r.h <= bottom)
             .collect();
+        assert_eq!(bars.len(), 1, "one bar in target 1's lane: {bars:?}");
         let plot_px = f64::from(WIDTH - Y_LABEL_PX - RIGHT_PX);
         let want = 13.0 / (d.x1 - d.x0) * plot_px;
         assert!(
-            widths.iter().any(|w| (w - want).abs() <= 2.0),
-            "a {want:.0} px bar for 13 s of {:.0} s: {widths:?}",
+            (f64::from(bars[0].w) - want).abs() <= 2.0,
+            "a {want:.0} px bar for 13 s of {:.0} s: {bars:?}",
             d.x1 - d.x0
         );
+        assert!((f64::from(bars[0].x) - f64::from(lane_x(&d, 5.0))).abs() <= 1.0);
+    }
+
+    /// Stalls of two causes overlapping in one lane: each cause has its
+    /// own strip, so a 10 s sync under 40 throttle sleeps of other threads
+    /// shows whole, and the sleeps, overlapping, are one band.
+    #[test]
+    fn overlapping_stalls_of_two_causes_both_show_in_their_lane() {
+        let targets = [meta("/mnt/ext4", "ext4")];
+        let mut stalls: Vec<Stall> = (0..40)
+            .map(|i| stall(0, 1.0 + f64::from(i) * 0.25, 300, Cause::DirtyThrottle))
+            .collect();
+        stalls.push(stall(0, 2.0, 10_000, Cause::Sync));
+        let snaps: Vec<Snapshot> = (0..20)
+            .map(|i| snap(i, vec![], if i == 12 { stalls.clone() } else { vec![] }))
+            .collect();
+        let inp = input(&targets, &snaps);
+        let d = ChartData::of(&inp).unwrap();
+        let (top, bottom) = lane_rows(0);
+        let in_lane = |c: Cause| -> Vec<Rect> {
+            rects(&render_svg(&inp, &[]).unwrap())
+                .into_iter()
+                .filter(|r| r.fill == hex(cause_rgb(c)) && r.y >= top && r.y + r.h <= bottom)
+                .collect()
+        };
+        let (sync, throttle) = (in_lane(Cause::Sync), in_lane(Cause::DirtyThrottle));
+        assert_eq!(sync.len(), 1, "{sync:?}");
+        assert_eq!(throttle.len(), 1, "the sleeps merged: {throttle:?}");
+        let (s, t) = (&sync[0], &throttle[0]);
+        assert_eq!((s.x, s.x + s.w), (lane_x(&d, 2.0), lane_x(&d, 12.0)));
+        assert_eq!((t.x, t.x + t.w), (lane_x(&d, 1.0), lane_x(&d, 11.05)));
+        assert!(
+            s.y >= t.y + t.h || t.y >= s.y + s.h,
+            "the strips do not overlap: {s:?} {t:?}"
+        );
+    }
+
+    /// A `<rect>` of the SVG.
+    #[derive(Debug)]
+    struct Rect {
+        x: i32,
+        y: i32,
+        w: i32,
+        h: i32,
+        fill: String,
+    }
+
+    fn rects(svg: &str) -> Vec<Rect> {
+        let attr = |r: &str, name: &str| -> Option<String> {
+            let v = r.split(&format!(" {name}=\"")).nth(1)?.split('"').next()?;
+            Some(v.to_string())
+        };
+        let num = |r: &str, name: &str| attr(r, name)?.parse::<i32>().ok();
+        svg.split("<rect")
+            .skip(1)
+            .map(|r| &r[..r.find('>').unwrap_or(r.len())])
+            .filter_map(|r| {
+                Some(Rect {
+                    x: num(r, "x")?,
+                    y: num(r, "y")?,
+                    w: num(r, "width")?,
+                    h: num(r, "height")?,
+                    fill: attr(r, "fill")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Lane `i`'s bar in the SVG: the lanes are drawn under the panels,
+    /// from `HEIGHT` down.
+    fn lane_rows(i: usize) -> (i32, i32) {
+        let (top, bottom) = lane_bar(i);
+        (top + HEIGHT as i32, bottom + HEIGHT as i32)
+    }
+
+    fn hex((r, g, b): (u8, u8, u8)) -> String {
+        format!("#{r:02X}{g:02X}{b:02X}")
     }
 
     #[test]
