@@ -12,6 +12,10 @@ use serde_json::Value;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The servers of these tests run one at a time: a busy one would stall
+/// the idle one's disk and dirty memory (and show under its name).
+static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn epoch_s() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -33,6 +37,7 @@ fn pgbench_stalls_are_observed_exactly_and_named() {
         );
         return;
     }
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let lab = PgLab::start(10, 20);
     let postmaster = lab.server.pid();
     let truth = SchedTruth::start("postgres");
@@ -232,14 +237,16 @@ fn an_idle_postgres_under_observation_reports_no_stalls() {
         );
         return;
     }
+    let _one = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let lab = PgLab::start(10, 1);
     lab.server.psql("ALTER SYSTEM SET autovacuum = off");
     lab.server.psql("SELECT pg_reload_conf()");
     lab.server.psql("VACUUM ANALYZE");
     lab.server.psql("CHECKPOINT");
+    // Its own postmaster and what it forks, not any process named postgres.
     let out = common::bin()
-        .args(["run", "--observe-name", "postgres", "--duration", "60s"])
-        .args(["--format", "jsonl"])
+        .args(["run", "--observe", &lab.server.pid().to_string()])
+        .args(["--duration", "60s", "--format", "jsonl"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
