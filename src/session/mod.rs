@@ -506,6 +506,7 @@ impl Session {
                         if self.full_retry[i].take().is_some() {
                             self.event(
                                 i,
+                                crate::model::msg::EventKind::Info,
                                 format!("{}: room again, writers started", t.path.display()),
                             );
                         }
@@ -530,7 +531,8 @@ impl Session {
         for (i, e) in full {
             let why = format!("{}: {e}", self.prepared.targets[i].path.display());
             if self.full_retry[i].is_none() {
-                self.event(i, format!("{why}; backing off, retrying every 5 s"));
+                let kind = crate::model::msg::EventKind::TargetFull;
+                self.event(i, kind, format!("{why}; backing off, retrying every 5 s"));
             }
             self.full_retry[i] = Some((now + FULL_RETRY_NS, why));
         }
@@ -538,12 +540,12 @@ impl Session {
     }
 
     /// A run event of target `i`, from the session itself.
-    fn event(&self, target: usize, message: String) {
+    fn event(&self, target: usize, kind: crate::model::msg::EventKind, message: String) {
         let _ = self.tx.send(Msg::Event {
             target,
             thread: None,
             t_ns: self.now_ns(),
-            kind: crate::model::msg::EventKind::TargetFull,
+            kind,
             message,
         });
     }
@@ -571,7 +573,10 @@ impl Session {
 
     /// Stops every engine and waits for its threads (the end of the run).
     fn stop_engines_and_wait(&mut self) {
-        self.stop_engines();
+        for e in self.engines.iter_mut().filter_map(Option::take) {
+            e.request_stop();
+            self.stopping.push(e);
+        }
         self.stopping.clear();
         self.refresh_watch();
     }
@@ -747,7 +752,8 @@ impl Session {
         }
         if self.full_retry.iter().flatten().any(|r| r.0 <= now) {
             if let Err(e) = self.start_engines() {
-                self.event(0, format!("restarting writers: {e:#}"));
+                let kind = crate::model::msg::EventKind::WriterError;
+                self.event(0, kind, format!("restarting writers: {e:#}"));
             }
         }
         if now >= self.next_boundary {
