@@ -121,6 +121,7 @@ pub fn cause_rgb(c: Cause) -> (u8, u8, u8) {
         Cause::JournalFull => (0, 170, 190),
         Cause::Device => (40, 90, 200),
         Cause::Fault => (60, 160, 60),
+        Cause::AppDelay => (140, 86, 75),
         Cause::Unknown => (150, 150, 150),
     }
 }

@@ -4,7 +4,9 @@
 //! evidence. Kept free of I/O so every rule is unit-tested.
 
 use crate::config::Mode;
-use crate::model::cause::{read_stack, Attribution, Cause, Confidence, Evidence};
+use crate::model::cause::{
+    add_share, largest, read_stack, Attribution, Cause, Confidence, Evidence, Share, COVERED,
+};
 use crate::model::ops::OpKind;
 use crate::model::snapshot::BdpStats;
 
@@ -73,14 +75,72 @@ pub fn attribute(f: &StallFacts) -> Attribution {
     a
 }
 
-/// The most direct evidence decides: the op's kind, the thread's throttle
-/// sleeps, its kernel stack (which names the system call and the wait in
-/// it), its waits on pages under writeback, and only then system counters.
+/// Time-weighted: the thread's dirty-throttle sleeps are timed exactly
+/// by their trace events, so that part of the stall is `dirty_throttle`;
+/// the rest goes to what the most direct other evidence says (the op's
+/// kind, the kernel stack, waits on pages under writeback, and only then
+/// system counters). The headline is the largest share; confidence is
+/// high when direct evidence covers `COVERED` of the time.
 fn attribute_inner(f: &StallFacts) -> Attribution {
-    by_op(f)
-        .or_else(|| f.trace.and_then(by_throttle))
-        .or_else(|| {
-            let mut a = by_stack(f.stack?)?;
+    if let Some(mut a) = by_op(f) {
+        // The op's kind is its cause, all of it.
+        a.shares = vec![Share {
+            cause: a.cause,
+            ms: f.dur_ms,
+        }];
+        return a;
+    }
+    let throttle = f.trace.and_then(by_throttle);
+    let rest = by_stack_and_waits(f);
+    let Some(thr) = throttle else {
+        let mut a = rest.unwrap_or_else(|| by_counters(f));
+        a.shares = vec![Share {
+            cause: a.cause,
+            ms: f.dur_ms,
+        }];
+        return a;
+    };
+    let paused = (thr.evidence.pause_ms.unwrap_or(0) as f64).min(f.dur_ms);
+    // A stack caught in balance_dirty_pages says nothing the pauses don't.
+    let rest = rest.filter(|r| r.cause != Cause::DirtyThrottle);
+    let mut shares = Vec::new();
+    add_share(&mut shares, Cause::DirtyThrottle, paused);
+    let rest_cause = rest.as_ref().map_or(Cause::Unknown, |r| r.cause);
+    add_share(&mut shares, rest_cause, f.dur_ms - paused);
+    let covered = if rest.is_some() { f.dur_ms } else { paused };
+    let mut evidence = rest.map(|r| r.evidence).unwrap_or_default();
+    let t = thr.evidence;
+    evidence.throttle_events = t.throttle_events;
+    evidence.pause_ms = t.pause_ms;
+    evidence.max_pause_ms = t.max_pause_ms;
+    evidence.dirty_pages = t.dirty_pages;
+    evidence.limit_pages = t.limit_pages;
+    evidence.setpoint_pages = t.setpoint_pages;
+    evidence.bdi = evidence.bdi.or(t.bdi);
+    Attribution {
+        cause: largest(&shares).unwrap_or(Cause::DirtyThrottle),
+        confidence: confidence(covered, f.dur_ms),
+        evidence,
+        shares,
+        via: Vec::new(),
+    }
+}
+
+/// High when `covered` ms of `total` is at least `COVERED` of it.
+pub fn confidence(covered: f64, total: f64) -> Confidence {
+    if total <= 0.0 || covered >= COVERED * total {
+        Confidence::High
+    } else {
+        Confidence::Low
+    }
+}
+
+/// The kernel stack (detailed by waits on pages under writeback), else
+/// those waits alone.
+fn by_stack_and_waits(f: &StallFacts) -> Option<Attribution> {
+    f.stack
+        .and_then(|st| {
+            let mut a = by_stack(st)?;
             // Its waits on pages under writeback detail a sync's wait.
             if let Some(t) = f.trace.filter(|t| t.wb_waits > 0) {
                 a.evidence.wb_waits = Some(t.wb_waits);
@@ -89,7 +149,6 @@ fn attribute_inner(f: &StallFacts) -> Attribution {
             Some(a)
         })
         .or_else(|| f.trace.and_then(by_wb_waits))
-        .unwrap_or_else(|| by_counters(f))
 }
 
 /// The thread's own kernel stack, caught mid-stall: direct evidence.
@@ -109,11 +168,7 @@ fn by_stack(stack: &str) -> Option<Attribution> {
 }
 
 fn high(cause: Cause, evidence: Evidence) -> Attribution {
-    Attribution {
-        cause,
-        confidence: Confidence::High,
-        evidence,
-    }
+    Attribution::high(cause, evidence)
 }
 
 /// Ops whose kind is their cause: a sync, a wait for journal room or for
@@ -137,7 +192,7 @@ fn by_op(f: &StallFacts) -> Option<Attribution> {
                 ..Evidence::default()
             },
         )),
-        OpKind::Write | OpKind::Blocked => None,
+        OpKind::Write | OpKind::Blocked | OpKind::Wait => None,
     }
 }
 
@@ -191,6 +246,8 @@ fn by_counters(f: &StallFacts) -> Attribution {
                     throttle_start_kib: Some(start),
                     ..Evidence::default()
                 },
+                shares: Vec::new(),
+                via: Vec::new(),
             };
         }
     }
@@ -211,6 +268,8 @@ fn by_counters(f: &StallFacts) -> Attribution {
                 inflight: c.inflight,
                 ..Evidence::default()
             },
+            shares: Vec::new(),
+            via: Vec::new(),
         };
     }
     Attribution {
@@ -221,6 +280,8 @@ fn by_counters(f: &StallFacts) -> Attribution {
             util_pct: c.util_pct,
             ..Evidence::default()
         },
+        shares: Vec::new(),
+        via: Vec::new(),
     }
 }
 

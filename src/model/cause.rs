@@ -22,17 +22,22 @@ pub enum Cause {
     /// A page fault waited (reading a page in, allocating one), not on
     /// dirty throttling or a page under writeback.
     Fault,
+    /// The application held its own writes back: the thread slept on a
+    /// timer in short steps (RocksDB's write slowdown) while another of
+    /// its process's threads was in a kernel write-path wait.
+    AppDelay,
     Unknown,
 }
 
 impl Cause {
-    pub const ALL: [Cause; 7] = [
+    pub const ALL: [Cause; 8] = [
         Cause::DirtyThrottle,
         Cause::WritebackWait,
         Cause::Sync,
         Cause::JournalFull,
         Cause::Device,
         Cause::Fault,
+        Cause::AppDelay,
         Cause::Unknown,
     ];
     pub fn as_str(self) -> &'static str {
@@ -43,6 +48,7 @@ impl Cause {
             Cause::JournalFull => "journal_full",
             Cause::Device => "device",
             Cause::Fault => "fault",
+            Cause::AppDelay => "app_delay",
             Cause::Unknown => "unknown",
         }
     }
@@ -112,9 +118,101 @@ pub struct Evidence {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Attribution {
+    /// The headline: the cause with the largest share of the time.
     pub cause: Cause,
+    /// High when direct evidence covers most of the time (`COVERED`).
     pub confidence: Confidence,
     pub evidence: Evidence,
+    /// What the time went to, part by part; adds up to the stall's
+    /// duration. Empty in recordings of older builds: all of it was `cause`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<Share>,
+    /// The wake-up chain of a thread that slept waiting for another one:
+    /// the thread that woke it first, the root (the kernel wait at the
+    /// end of the chain) last. Empty when the thread itself waited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<Hop>,
+}
+
+/// Evidence must cover this share of a stall's time for high confidence.
+pub const COVERED: f64 = 2.0 / 3.0;
+
+/// Part of a stall's time and what it went to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Share {
+    pub cause: Cause,
+    pub ms: f64,
+}
+
+/// One hop of a wake-up chain: the thread waited for and what it was
+/// doing while the stalled thread slept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hop {
+    pub tid: u32,
+    pub comm: String,
+    /// "D" (a kernel wait), "S" (itself asleep, waiting for the next hop).
+    pub state: String,
+    /// What it waited for in the kernel ("data writeback"), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+    /// Its system call, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
+    pub cause: Cause,
+    /// How long that wait overlapped the stalled thread's sleep.
+    pub ms: f64,
+}
+
+impl Attribution {
+    /// A headline with direct evidence and nothing else.
+    pub fn high(cause: Cause, evidence: Evidence) -> Attribution {
+        Attribution {
+            cause,
+            confidence: Confidence::High,
+            evidence,
+            shares: Vec::new(),
+            via: Vec::new(),
+        }
+    }
+    /// The shares of a stall of `ms`: as recorded, or all of it the
+    /// headline's (recordings of older builds).
+    pub fn shares_of(&self, ms: f64) -> Vec<Share> {
+        if self.shares.is_empty() {
+            vec![Share {
+                cause: self.cause,
+                ms,
+            }]
+        } else {
+            self.shares.clone()
+        }
+    }
+    /// The root of the chain: the last hop's cause and wait, or the
+    /// headline's when the thread waited itself.
+    pub fn root(&self) -> Option<&Hop> {
+        self.via.last()
+    }
+}
+
+/// Adds `ms` of `cause` to `shares`, one entry per cause.
+pub fn add_share(shares: &mut Vec<Share>, cause: Cause, ms: f64) {
+    if ms <= 0.0 {
+        return;
+    }
+    match shares.iter_mut().find(|s| s.cause == cause) {
+        Some(s) => s.ms += ms,
+        None => shares.push(Share { cause, ms }),
+    }
+}
+
+/// The cause with the largest share (ties: the first named).
+pub fn largest(shares: &[Share]) -> Option<Cause> {
+    shares
+        .iter()
+        .fold(None::<&Share>, |best, s| match best {
+            Some(b) if b.ms >= s.ms => Some(b),
+            _ => Some(s),
+        })
+        .map(|s| s.cause)
 }
 
 /// Kernel frames where a thread waits for its own I/O to reach the device

@@ -35,6 +35,9 @@ pub enum OpKind {
     /// Observe mode: another process's thread in uninterruptible sleep
     /// (we do not know which call it made).
     Blocked,
+    /// Observe mode: a thread asleep (S) waiting for another thread that
+    /// was itself in a kernel write-path wait (its wake-up chain says so).
+    Wait,
 }
 
 impl OpKind {
@@ -45,6 +48,7 @@ impl OpKind {
             OpKind::JournalWait => "journal_wait",
             OpKind::SegmentWait => "segment_wait",
             OpKind::Blocked => "blocked",
+            OpKind::Wait => "wait",
         }
     }
     fn code(self) -> u64 {
@@ -54,6 +58,7 @@ impl OpKind {
             OpKind::JournalWait => 3,
             OpKind::SegmentWait => 4,
             OpKind::Blocked => 5,
+            OpKind::Wait => 6,
         }
     }
     fn from_code(c: u64) -> Option<OpKind> {
@@ -63,6 +68,7 @@ impl OpKind {
             3 => Some(OpKind::JournalWait),
             4 => Some(OpKind::SegmentWait),
             5 => Some(OpKind::Blocked),
+            6 => Some(OpKind::Wait),
             _ => None,
         }
     }

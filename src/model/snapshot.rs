@@ -314,10 +314,12 @@ pub fn cause_totals<'a>(
 ) -> BTreeMap<Cause, CauseTotal> {
     let mut m: BTreeMap<Cause, CauseTotal> = BTreeMap::new();
     for s in stalls {
-        m.entry(s.why.cause).or_default().add(&CauseTotal {
-            count: 1,
-            ms: s.ev.dur() as f64 / 1e6,
-        });
+        // Counted once, under its headline; its time by shares, so that
+        // the time by cause adds up to the time stalled.
+        m.entry(s.why.cause).or_default().count += 1;
+        for sh in s.why.shares_of(s.ev.dur() as f64 / 1e6) {
+            m.entry(sh.cause).or_default().ms += sh.ms;
+        }
     }
     m
 }
@@ -351,7 +353,7 @@ impl TargetSummary {
 
 pub fn top_cause(m: &BTreeMap<Cause, CauseTotal>) -> Option<Cause> {
     m.iter()
-        .filter(|(_, t)| t.count > 0)
+        .filter(|(_, t)| t.count > 0 || t.ms > 0.0)
         .max_by(|a, b| a.1.ms.total_cmp(&b.1.ms))
         .map(|(c, _)| *c)
 }

@@ -589,11 +589,12 @@ impl MetricsSink {
         }
     }
 
-    /// Counts a finished stall into its target's or its process's series.
+    /// Counts a finished stall into its target's or its process's series:
+    /// once under its headline cause, its seconds by shares (so that the
+    /// seconds by cause add up to the time stalled).
     fn stall(&self, s: &Snapshot, st: &Stall) {
         let m = &self.metrics;
-        let secs = st.ev.dur() as f64 / 1e9;
-        let cause = st.why.cause.as_str();
+        let shares = st.why.shares_of(st.ev.dur() as f64 / 1e6);
         match &st.ev.who {
             Who::Writer { target, .. } => {
                 let mode = s
@@ -601,18 +602,27 @@ impl MetricsSink {
                     .iter()
                     .find(|t| t.target == *target)
                     .map_or("?", |t| t.mode.as_str());
-                let cl = with_cause(&self.labels(*target, mode), cause);
-                m.stalls.get_or_create(&cl).inc();
-                m.stall_seconds.get_or_create(&cl).inc_by(secs);
+                let labels = self.labels(*target, mode);
+                let cl = |c: crate::model::cause::Cause| with_cause(&labels, c.as_str());
+                m.stalls.get_or_create(&cl(st.why.cause)).inc();
+                for sh in &shares {
+                    m.stall_seconds
+                        .get_or_create(&cl(sh.cause))
+                        .inc_by(sh.ms / 1e3);
+                }
             }
             Who::Process { pid, comm, .. } => {
-                let cl = ProcCauseLabels {
+                let cl = |c: crate::model::cause::Cause| ProcCauseLabels {
                     pid: pid.to_string(),
                     comm: comm.clone(),
-                    cause: cause.to_string(),
+                    cause: c.as_str().to_string(),
                 };
-                m.obs_stalls.get_or_create(&cl).inc();
-                m.obs_stall_seconds.get_or_create(&cl).inc_by(secs);
+                m.obs_stalls.get_or_create(&cl(st.why.cause)).inc();
+                for sh in &shares {
+                    m.obs_stall_seconds
+                        .get_or_create(&cl(sh.cause))
+                        .inc_by(sh.ms / 1e3);
+                }
             }
         }
     }

@@ -55,7 +55,7 @@
 //! additions keep version 1.
 
 use crate::config::{Config, Mode};
-use crate::model::cause::{Attribution, Cause, Confidence, Evidence};
+use crate::model::cause::{Attribution, Cause, Confidence, Evidence, Hop, Share};
 use crate::model::kernel::ProcSample;
 use crate::model::marker::Marker;
 use crate::model::msg::EventKind;
@@ -510,6 +510,10 @@ struct StallIn {
     confidence: Confidence,
     #[serde(default)]
     evidence: Evidence,
+    #[serde(default)]
+    shares: Vec<Share>,
+    #[serde(default)]
+    via: Vec<Hop>,
 }
 
 impl StallIn {
@@ -540,6 +544,8 @@ impl StallIn {
                 cause: self.cause,
                 confidence: self.confidence,
                 evidence: self.evidence,
+                shares: self.shares,
+                via: self.via,
             },
         })
     }

@@ -3,7 +3,7 @@
 //! recording's lines are exactly `run --format jsonl`'s. Field names are a
 //! public schema: add fields, never rename them.
 
-use crate::model::cause::{Cause, Confidence, Evidence};
+use crate::model::cause::{Cause, Confidence, Evidence, Hop, Share};
 use crate::model::kernel::DevInterval;
 use crate::model::ops::OpKind;
 use crate::model::snapshot::{
@@ -89,6 +89,12 @@ pub struct StallLine<'a> {
     pub cause: Cause,
     pub confidence: Confidence,
     pub evidence: &'a Evidence,
+    /// What the time went to, part by part (adds up to `duration_ms`).
+    pub shares: Vec<Share>,
+    /// The wake-up chain of a thread that waited for another one: first
+    /// hop first, the root (a kernel wait) last.
+    #[serde(skip_serializing_if = "<[Hop]>::is_empty")]
+    pub via: &'a [Hop],
 }
 
 #[derive(Serialize)]
@@ -290,6 +296,16 @@ pub fn stall_line<'a>(
         }),
         cause: st.why.cause,
         confidence: st.why.confidence,
+        shares: st
+            .why
+            .shares_of(e.dur() as f64 / 1e6)
+            .into_iter()
+            .map(|s| Share {
+                ms: round(s.ms, 3),
+                ..s
+            })
+            .collect(),
+        via: &st.why.via,
         evidence: &st.why.evidence,
     }
 }

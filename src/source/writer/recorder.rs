@@ -95,7 +95,11 @@ impl Recorder {
         let us = (dur / 1000).clamp(1, HIST_MAX_US);
         match kind {
             OpKind::Sync => self.cur.sync_hist.saturating_record(us),
-            OpKind::Write | OpKind::JournalWait | OpKind::SegmentWait | OpKind::Blocked => {
+            OpKind::Write
+            | OpKind::JournalWait
+            | OpKind::SegmentWait
+            | OpKind::Blocked
+            | OpKind::Wait => {
                 self.cur.hist.saturating_record(us);
                 self.cur.ops += 1;
                 self.cur.bytes += bytes;

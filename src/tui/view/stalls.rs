@@ -74,6 +74,7 @@ pub(super) fn cause_color(c: Cause) -> Color {
         Cause::JournalFull => Color::Cyan,
         Cause::Device => Color::Blue,
         Cause::Fault => Color::Green,
+        Cause::AppDelay => Color::LightRed,
         Cause::Unknown => Color::Gray,
     }
 }
