@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use stallscope::config::{Mode, SyncPolicy};
-use stallscope::model::cause::{Attribution, Cause, Confidence, Evidence};
+use stallscope::model::cause::{Attribution, Cause, Evidence};
 use stallscope::model::kernel::{DevInterval, KernelInterval};
 use stallscope::model::ops::{new_histogram, OpKind};
 use stallscope::model::snapshot::{BdpStats, Snapshot, TargetInterval, TargetMeta};
@@ -103,11 +103,7 @@ fn stall(target: usize, t: u64) -> Stall {
             t * 1_000_000_000 - 600_000_000,
             450_000_000,
         ),
-        why: Attribution {
-            cause: Cause::DirtyThrottle,
-            confidence: Confidence::High,
-            evidence: Evidence::default(),
-        },
+        why: Attribution::high(Cause::DirtyThrottle, Evidence::default()),
     }
 }
 

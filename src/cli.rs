@@ -356,6 +356,10 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "HOW")]
     pub observe_timing: Option<crate::config::ObserveTiming>,
 
+    /// Wake-up chains: auto (root: a thread asleep waiting for another one, e.g. on a lock held across an fsync, is a stall, with the chain of threads down to the kernel wait) or off (only threads' own kernel waits; less tracing cost) [default: auto].
+    #[arg(long, value_name = "HOW")]
+    pub chains: Option<crate::config::Chains>,
+
     /// Record the session to FILE (JSON Lines; gzip-compressed if it ends in .gz).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
@@ -410,6 +414,9 @@ impl WorkloadArgs {
         }
         if let Some(v) = self.observe_timing {
             cfg.observe_timing = v;
+        }
+        if let Some(v) = self.chains {
+            cfg.chains = v;
         }
         if let Some(v) = self.observe_every {
             cfg.observe_every = v;

@@ -29,6 +29,9 @@ struct Scenario {
     watch: Vec<Watched>,
     /// Observed threads timed by the scheduler, with this stall threshold.
     sched_threshold_ms: Option<u64>,
+    /// With scheduler timing: wake-up chains on.
+    #[serde(default)]
+    chains: bool,
     steps: Vec<Step>,
 }
 
@@ -235,6 +238,8 @@ fn stall(s: &Stall) -> Value {
         "cause": s.why.cause,
         "confidence": s.why.confidence,
         "evidence": s.why.evidence,
+        "shares": s.why.shares,
+        "via": s.why.via,
     })
 }
 
@@ -295,7 +300,7 @@ fn run(name: &str) -> Vec<Value> {
         agg.set_observed(sc.watch);
     }
     if let Some(t) = sc.sched_threshold_ms {
-        agg.set_sched_timing(t * MS);
+        agg.set_sched_timing(t * MS, sc.chains);
     }
     let mut out = Vec::new();
     for step in sc.steps {
@@ -375,4 +380,12 @@ fn a_stall_in_progress_at_the_end_of_an_interval() {
 #[test]
 fn an_observed_fsync_timed_by_the_scheduler() {
     insta::assert_json_snapshot!(run("sched_timed_fsync"));
+}
+
+/// A backend asleep on a lock while another one is in fdatasync: with
+/// chains, its sleep is a stall whose chain names the other backend's
+/// wait; a thread woken by the client (not watched) is not stalled.
+#[test]
+fn a_sleep_waiting_for_an_fsync_is_a_chained_stall() {
+    insta::assert_json_snapshot!(run("chained_wait"));
 }

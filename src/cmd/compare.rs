@@ -864,7 +864,7 @@ fn on_target(who: Who, i: usize) -> Who {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::cause::{Attribution, Confidence, Evidence};
+    use crate::model::cause::{Attribution, Evidence};
     use crate::model::ops::{new_histogram, OpKind};
     use crate::model::stall::{Blocked, Stall};
 
@@ -1113,11 +1113,7 @@ mod tests {
     fn snapshot(index: u64, ops: u64, stall: bool) -> Snapshot {
         let stalls = stall.then(|| Stall {
             ev: Blocked::writer(0, 1, OpKind::Write, index * 1_000_000_000 + 10, 200_000_000),
-            why: Attribution {
-                cause: Cause::DirtyThrottle,
-                confidence: Confidence::High,
-                evidence: Evidence::default(),
-            },
+            why: Attribution::high(Cause::DirtyThrottle, Evidence::default()),
         });
         Snapshot {
             targets: vec![interval(ops)],

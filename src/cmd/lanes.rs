@@ -129,7 +129,7 @@ pub fn cause_rgb(c: Cause) -> (u8, u8, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::cause::{Attribution, Confidence, Evidence};
+    use crate::model::cause::{Attribution, Evidence};
     use crate::model::ops::OpKind;
     use crate::model::stall::{Blocked, Who};
 
@@ -142,11 +142,7 @@ mod tests {
                 dur_ns: Some((dur_s * 1e9) as u64),
                 stack: None,
             },
-            why: Attribution {
-                cause,
-                confidence: Confidence::High,
-                evidence: Evidence::default(),
-            },
+            why: Attribution::high(cause, Evidence::default()),
         }
     }
 

@@ -1179,7 +1179,7 @@ fn dirty_per_run_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::cause::{Attribution, Confidence, Evidence};
+    use crate::model::cause::{Attribution, Evidence};
     use crate::model::ops::{new_histogram, OpKind};
     use crate::model::snapshot::BdpStats;
     use crate::model::stall::Blocked;
@@ -1251,11 +1251,7 @@ mod tests {
                 (start_s * 1e9) as u64,
                 dur_ms * 1_000_000,
             ),
-            why: Attribution {
-                cause,
-                confidence: Confidence::High,
-                evidence: Evidence::default(),
-            },
+            why: Attribution::high(cause, Evidence::default()),
         }
     }
 

@@ -157,6 +157,20 @@ pub struct Config {
     /// events when root, else sampled) or `sampled` (always the sampler:
     /// less tracing cost, ± one period).
     pub observe_timing: ObserveTiming,
+    /// Wake-up chains: `auto` (as root, with scheduler timing, observed
+    /// threads asleep in S are followed to the thread that woke them, so
+    /// a thread waiting for another one's fsync is a stall) or `off`
+    /// (only the observed threads' own kernel waits count; cheaper).
+    pub chains: Chains,
+}
+
+/// See `Config::chains`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Chains {
+    #[default]
+    Auto,
+    Off,
 }
 
 /// See `Config::observe_timing`.
@@ -192,6 +206,7 @@ impl Default for Config {
             observe_name: Vec::new(),
             observe_every: Dur(Duration::from_millis(50)),
             observe_timing: ObserveTiming::Auto,
+            chains: Chains::Auto,
         }
     }
 }

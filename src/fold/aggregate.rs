@@ -5,7 +5,9 @@
 use crate::config::Mode;
 use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace};
 use crate::fold::blocks::{BlockTimer, Run};
+use crate::fold::chains::{ChainStall, Chains, Span};
 use crate::fold::derive::derive;
+use crate::model::cause::Attribution;
 use crate::model::kernel::TraceKind;
 use crate::model::kernel::{KernelInterval, ProcSample};
 use crate::model::msg::{Batch, EventKind, Msg};
@@ -165,6 +167,8 @@ struct Pending {
     /// Observed processes by pid, and their threads' finished D-state runs.
     observed: BTreeMap<u32, ObsAcc>,
     obs_stalls: Vec<Blocked>,
+    /// Sleeps that wake-up chains explained (already attributed).
+    chain_stalls: Vec<Stall>,
     /// The raw kernel sample taken at the interval's end.
     raw: Option<ProcSample>,
     wb_starts: BTreeMap<String, u64>,
@@ -237,6 +241,8 @@ pub struct Aggregator {
     /// Observe mode with the scheduler's events: blocks timed exactly (the
     /// sampler's D-state runs are then ignored), and the stall threshold.
     sched: Option<u64>,
+    /// Wake-up chains (with scheduler timing, when asked for).
+    chains: Option<Chains>,
     blocks: BlockTimer,
     /// Each target's bdi ("MAJ:MIN"), to give an observed thread's stall
     /// the device evidence of the filesystem its trace events name.
@@ -288,6 +294,7 @@ impl Aggregator {
             target_bdis: Vec::new(),
             sched: None,
             blocks: BlockTimer::default(),
+            chains: None,
         }
     }
 
@@ -339,8 +346,10 @@ impl Aggregator {
 
     /// Observed threads' blocks come from the scheduler's events from now
     /// on; a run of blocks of at least `threshold_ns` is a stall.
-    pub fn set_sched_timing(&mut self, threshold_ns: u64) {
+    /// With `chains`, sleeps in S are followed to their waker too.
+    pub fn set_sched_timing(&mut self, threshold_ns: u64, chains: bool) {
         self.sched = Some(threshold_ns);
+        self.chains = chains.then(|| Chains::new(threshold_ns));
     }
 
     /// How observed threads' blocks are timed.
@@ -361,8 +370,23 @@ impl Aggregator {
             );
         };
         match kind {
-            TraceKind::SchedBlock { comm } => self.blocks.block(pid, tid, t_ns, comm),
-            TraceKind::SchedWake { waker, waker_comm } => {
+            TraceKind::SchedBlock { comm, sleep: false } => {
+                self.blocks.block(pid, tid, t_ns, comm);
+            }
+            TraceKind::SchedBlock { comm, sleep: true } => {
+                if let Some(c) = self.chains.as_mut() {
+                    c.sleep(pid, tid, t_ns, comm);
+                }
+            }
+            TraceKind::SchedWake {
+                waker,
+                waker_comm,
+                irq,
+            } => {
+                if !self.blocks.is_open(tid) {
+                    self.chain_wake(tid, t_ns, (*waker, *irq));
+                    return true;
+                }
                 let (ended, dur) = self.blocks.wake(tid, t_ns, (*waker, waker_comm.clone()));
                 let idx = t_ns / self.interval_ns;
                 self.pending_at(idx)
@@ -377,6 +401,72 @@ impl Aggregator {
             _ => return false,
         }
         true
+    }
+
+    /// The wakeup of a thread asleep in S: a stall if its chain says so.
+    fn chain_wake(&mut self, tid: u32, t_ns: u64, waker: (u32, bool)) {
+        let Some(c) = self.chains.as_mut() else {
+            return;
+        };
+        if !c.is_asleep(tid) {
+            return;
+        }
+        let current = self.blocks.last_run(waker.0).map(span_of);
+        if let Some(st) = c.wake(tid, t_ns, waker, current) {
+            self.chain_done(st);
+        }
+    }
+
+    /// A sleep the chains explained: a stall of its process, in the
+    /// interval it ended in.
+    fn chain_done(&mut self, c: ChainStall) {
+        let comm = self
+            .obs_totals
+            .get(&c.pid)
+            .map_or_else(String::new, |t| t.comm.clone());
+        let stall = Stall {
+            ev: Blocked {
+                who: Who::Process {
+                    pid: c.pid,
+                    comm,
+                    tid: c.tid,
+                    thread_comm: c.comm,
+                },
+                op: OpKind::Wait,
+                start_ns: c.start_ns,
+                dur_ns: Some(c.end_ns - c.start_ns),
+                stack: None,
+            },
+            why: Attribution {
+                cause: c.cause,
+                confidence: c.confidence,
+                evidence: c.evidence,
+                shares: c.shares,
+                via: c.via,
+            },
+        };
+        self.pending_at(c.end_ns / self.interval_ns)
+            .chain_stalls
+            .push(stall);
+    }
+
+    /// Runs of timer steps that ended by `now_ns`, judged.
+    fn finish_steps(&mut self, now_ns: u64) {
+        let Some(c) = self.chains.as_mut() else {
+            return;
+        };
+        let ongoing: Vec<Span> = self
+            .blocks
+            .ongoing()
+            .iter()
+            .map(|r| Span {
+                end_ns: now_ns,
+                ..span_of(r)
+            })
+            .collect();
+        for st in c.tick(now_ns, &ongoing) {
+            self.chain_done(st);
+        }
     }
 
     /// Threads the sampler sees in D with no block from the scheduler:
@@ -402,6 +492,9 @@ impl Aggregator {
         let (Some(threshold), Some(end)) = (self.sched, run.end_ns) else {
             return;
         };
+        if let Some(c) = self.chains.as_mut() {
+            c.add_run(span_of(&run));
+        }
         let dur = end.saturating_sub(run.start_ns);
         if dur < threshold {
             return;
@@ -555,6 +648,7 @@ impl Aggregator {
                 accs: (0..n).map(|_| Acc::new()).collect(),
                 observed: BTreeMap::new(),
                 obs_stalls: Vec::new(),
+                chain_stalls: Vec::new(),
                 raw: None,
                 wb_starts: BTreeMap::new(),
             });
@@ -710,6 +804,7 @@ impl Aggregator {
     /// Emits every interval that ended at least `GRACE_NS` before `now_ns`.
     pub fn tick(&mut self, now_ns: u64) -> Vec<Snapshot> {
         self.finish_runs(now_ns);
+        self.finish_steps(now_ns);
         let mut out = Vec::new();
         while (self.next_emit + 1) * self.interval_ns + GRACE_NS <= now_ns {
             out.push(self.emit(self.interval_ns));
@@ -730,6 +825,7 @@ impl Aggregator {
             }
         }
         self.finish_runs(u64::MAX);
+        self.finish_steps(end_ns.saturating_add(1_000_000_000));
         // The run's last interval: the one `end_ns` falls in, or the one it
         // closes when it is on a boundary. What finished while the writers
         // were stopping joins it (never an interval of its own past the end,
@@ -948,7 +1044,7 @@ impl Aggregator {
 
     fn emit(&mut self, len_ns: u64) -> Snapshot {
         self.pending_at(self.next_emit);
-        let p = self.pending.pop_front().expect("pending interval exists");
+        let mut p = self.pending.pop_front().expect("pending interval exists");
         self.add_totals(&p.accs);
         let index = self.next_emit;
         self.next_emit += 1;
@@ -957,7 +1053,9 @@ impl Aggregator {
         let mut blocks = p.obs_stalls;
         let targets = self.emit_targets(p.accs, &mut blocks);
         blocks.sort_by_key(|s| s.start_ns);
-        let stalls: Vec<Stall> = blocks.into_iter().map(|e| self.explain(e, t_end)).collect();
+        let mut stalls: Vec<Stall> = blocks.into_iter().map(|e| self.explain(e, t_end)).collect();
+        stalls.append(&mut p.chain_stalls);
+        stalls.sort_by_key(|s| s.ev.start_ns);
         for s in &stalls {
             self.stacks
                 .remove(&(ThreadKey::of(&s.ev.who), s.ev.start_ns));
@@ -1051,6 +1149,16 @@ impl Aggregator {
 }
 
 /// Adds one trace event of the stalled thread to what attribution sees.
+/// A D run as a wait that can explain the sleeps of the threads it wakes.
+fn span_of(r: &Run) -> Span {
+    Span::d_run(
+        (r.pid, r.tid, &r.comm),
+        r.start_ns,
+        r.end_ns.unwrap_or(r.start_ns + r.blocked_ns),
+        r.stack.as_deref(),
+    )
+}
+
 fn add_to_trace(t: &mut ThreadTrace, kind: &TraceKind) {
     match kind {
         TraceKind::BalanceDirtyPages {

@@ -1,6 +1,6 @@
 //! Exact blocking times from the scheduler's own events: a watched thread
 //! blocks when it is switched out in D (sched_switch) and unblocks when it
-//! is woken (sched_wakeup), both stamped to the microsecond. Back-to-back
+//! is woken (sched_waking), both stamped to the microsecond. Back-to-back
 //! blocks of one thread in one system call (the throttle sleeps of one
 //! write(), the page waits of one fsync) form one run; a run of at least
 //! the threshold is a stall. Pure: the aggregator feeds it trace events.
@@ -153,6 +153,16 @@ impl BlockTimer {
             waker: Some(waker),
         };
         (self.runs.insert(tid, run), dur)
+    }
+
+    /// Whether `tid` is in a block (switched out in D, not woken yet).
+    pub fn is_open(&self, tid: u32) -> bool {
+        self.open.contains_key(&tid)
+    }
+
+    /// The thread's latest run, ended but possibly still growing.
+    pub fn last_run(&self, tid: u32) -> Option<&Run> {
+        self.runs.get(&tid).filter(|r| r.end_ns.is_some())
     }
 
     /// Runs that can no longer grow at `now_ns` (their thread has been

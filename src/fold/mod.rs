@@ -6,4 +6,5 @@
 pub mod aggregate;
 pub mod attribute;
 pub mod blocks;
+pub mod chains;
 pub mod derive;

@@ -102,6 +102,9 @@ pub struct Evidence {
     /// "device cache flush", …), from its kernel stack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<String>,
+    /// app_delay: how many short timer sleeps in a row the thread took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_sleeps: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dirty_kib: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -158,9 +158,21 @@ pub enum TraceKind {
         nr_pages: i64,
     },
     /// sched_switch: the thread went to sleep in D (uninterruptible or
-    /// killable); `comm` is its name.
-    SchedBlock { comm: String },
-    /// sched_wakeup of the thread; `waker` is the task the event ran in
-    /// (the one that woke it; 0 is an interrupt on an idle CPU).
-    SchedWake { waker: u32, waker_comm: String },
+    /// killable), or with `sleep` in S (interruptible: a futex, a socket,
+    /// a timer; traced only for wake-up chains); `comm` is its name.
+    SchedBlock {
+        comm: String,
+        #[serde(default)]
+        sleep: bool,
+    },
+    /// sched_waking (or sched_wakeup) of the thread; `waker` is the task
+    /// the event ran in (the one that woke it; 0 is an interrupt on an
+    /// idle CPU); `irq`: it ran in a hardware interrupt (a timer expiring,
+    /// an I/O completing), not on behalf of the task it interrupted.
+    SchedWake {
+        waker: u32,
+        waker_comm: String,
+        #[serde(default)]
+        irq: bool,
+    },
 }

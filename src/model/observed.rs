@@ -58,7 +58,7 @@ pub enum BlockTiming {
     /// block is known to ± one period, shorter ones may be missed.
     #[default]
     Sampled,
-    /// The scheduler's sched_switch and sched_wakeup (root): every block
+    /// The scheduler's sched_switch and sched_waking (root): every block
     /// to the microsecond, with its kernel stack and its waker.
     Sched,
 }
@@ -71,7 +71,7 @@ impl BlockTiming {
                 every.as_millis()
             ),
             BlockTiming::Sched => {
-                "blocking times from the scheduler (sched_switch/sched_wakeup), exact".into()
+                "blocking times from the scheduler (sched_switch/sched_waking), exact".into()
             }
         }
     }

@@ -354,15 +354,20 @@ impl Session {
         match TraceSession::start(None) {
             Ok(mut t) => {
                 let sched_wanted = self.cfg.observe_timing == crate::config::ObserveTiming::Auto;
+                let chains = self.cfg.chains == crate::config::Chains::Auto;
                 if !self.prepared.watched.is_empty() && sched_wanted {
-                    match t.enable_sched() {
+                    match t.enable_sched(chains) {
                         Ok(()) => self
                             .agg
-                            .set_sched_timing(self.timing.threshold.as_nanos() as u64),
-                        Err(why) => self
-                            .notes
-                            .push(format!("{why}; blocking times stay sampled")),
+                            .set_sched_timing(self.timing.threshold.as_nanos() as u64, chains),
+                        Err(why) => self.notes.push(format!(
+                            "{why}; blocking times stay sampled and wake-up chains are off"
+                        )),
                     }
+                } else if !self.prepared.watched.is_empty() && chains {
+                    self.notes.push(
+                        "wake-up chains need the scheduler's timing (--observe-timing auto): threads asleep waiting for other threads are not followed".into(),
+                    );
                 }
                 self.trace = Some(t);
                 self.agg.set_tracing(true);
@@ -372,6 +377,13 @@ impl Session {
                 self.notes.push(format!(
                     "kernel tracing unavailable ({why}); throttle and writeback-wait fields are null and causes come from counters (low confidence)"
                 ));
+                if !self.prepared.watched.is_empty()
+                    && self.cfg.chains == crate::config::Chains::Auto
+                {
+                    self.notes.push(
+                        "wake-up chains need root (tracefs): only observed threads' own kernel waits (D state) are stalls; threads asleep waiting for other threads are not followed".into(),
+                    );
+                }
                 self.trace_error = Some(why);
             }
         }

@@ -32,7 +32,9 @@ pub const EVENTS: [&str; 3] = [
 ];
 /// The scheduler's events that time every block of an observed thread
 /// exactly (`enable_sched`).
-pub const SCHED_EVENTS: [&str; 2] = ["sched_switch", "sched_wakeup"];
+/// sched_waking, not sched_wakeup: it runs in the waker's own context (a
+/// wakeup queued to another CPU is reported there, in whatever task runs).
+pub const SCHED_EVENTS: [&str; 2] = ["sched_switch", "sched_waking"];
 /// Per-CPU ring buffer of our instance: enough for a few seconds of throttling
 /// events from filtered writers between drains, small next to RAM.
 pub const BUFFER_SIZE_KB: u32 = 1024;
@@ -103,8 +105,8 @@ pub fn parse_line(line: &str) -> Option<TraceEvent> {
     })
 }
 
-/// A sched_switch into D or a sched_wakeup. Names may hold spaces: a
-/// value runs to the next ` key=`.
+/// A sched_switch into D or S, or a sched_waking / sched_wakeup. Names
+/// may hold spaces: a value runs to the next ` key=`.
 fn parse_sched(line: &str) -> Option<TraceEvent> {
     let between = |p: &str, from: &str, to: &str| -> Option<String> {
         let start = p.find(from)? + from.len();
@@ -115,31 +117,52 @@ fn parse_sched(line: &str) -> Option<TraceEvent> {
         let (_, t) = parse_header(&line[..at])?;
         let p = &line[at + 16..];
         let state = between(p, " prev_state=", " ==> ")?;
-        if !state.contains('D') {
+        let sleep = if state.contains('D') {
+            false
+        } else if state.starts_with('S') {
+            true
+        } else {
             return None;
-        }
+        };
         return Some(TraceEvent {
             t_mono_ns: t,
             tid: between(p, " prev_pid=", " ")?.parse().ok()?,
             kind: TraceKind::SchedBlock {
                 comm: between(p, "prev_comm=", " prev_pid=")?,
+                sleep,
             },
         });
     }
-    if let Some(at) = line.find(": sched_wakeup: ") {
-        let header = &line[..at];
-        let (waker, t) = parse_header(header)?;
-        let p = &line[at + 16..];
-        return Some(TraceEvent {
-            t_mono_ns: t,
-            tid: between(p, " pid=", " ")?.parse().ok()?,
-            kind: TraceKind::SchedWake {
-                waker,
-                waker_comm: task_name(header).unwrap_or_default(),
-            },
-        });
+    let at = line
+        .find(": sched_waking: ")
+        .or_else(|| line.find(": sched_wakeup: "))?;
+    let header = &line[..at];
+    let (waker, t) = parse_header(header)?;
+    let p = &line[at + 16..];
+    Some(TraceEvent {
+        t_mono_ns: t,
+        tid: between(p, " pid=", " ")?.parse().ok()?,
+        kind: TraceKind::SchedWake {
+            waker,
+            waker_comm: task_name(header).unwrap_or_default(),
+            irq: in_hardirq(header),
+        },
+    })
+}
+
+/// Whether the event ran in a hardware interrupt: the irq-info column
+/// after the CPU (`d.h2.`) has `h` (or `H`, hardirq in softirq) third.
+fn in_hardirq(header: &str) -> bool {
+    let Some(after_cpu) = header.rsplit_once("] ").map(|(_, r)| r) else {
+        return false;
+    };
+    let mut tokens = after_cpu.split_whitespace();
+    match (tokens.next(), tokens.next()) {
+        (Some(flags), Some(_ts)) if flags.len() >= 4 => {
+            matches!(flags.as_bytes()[2], b'h' | b'H')
+        }
+        _ => false,
     }
-    None
 }
 
 /// The task name of a header (`  postgres-1234  [001] ...`).
@@ -208,6 +231,8 @@ pub struct TraceSession {
     lost: u64,
     /// The scheduler's events are on (`enable_sched`).
     sched: bool,
+    /// Sleeps in S are traced too (`enable_sched(true)`).
+    chains: bool,
 }
 
 impl TraceSession {
@@ -241,6 +266,7 @@ impl TraceSession {
             partial: Vec::new(),
             lost: 0,
             sched: false,
+            chains: false,
         };
         for name in remove_stale_instances(root) {
             crate::base::error::note!(
@@ -341,17 +367,20 @@ impl TraceSession {
     }
 
     /// Times every block of the threads named by `set_sched_filter`:
-    /// sched_switch into D and sched_wakeup. (No stacktrace trigger: the
-    /// kernel formatting a stack per block into trace_pipe doubled our CPU;
-    /// the /proc sampler's stacks name the waits.) Err when this kernel
-    /// lacks the events; the session then keeps the /proc sampler's timing.
-    pub fn enable_sched(&mut self) -> Result<(), String> {
+    /// sched_switch into D and sched_waking; with `chains` also every
+    /// sleep in S, so that a thread waiting for another one is seen and
+    /// its waker named. (No stacktrace trigger: the kernel formatting a
+    /// stack per block into trace_pipe doubled our CPU; the /proc
+    /// sampler's stacks name the waits.) Err when this kernel lacks the
+    /// events; the session then keeps the /proc sampler's timing.
+    pub fn enable_sched(&mut self, chains: bool) -> Result<(), String> {
         for e in SCHED_EVENTS {
             if !self.root.join("events/sched").join(e).is_dir() {
                 return Err(format!("event sched:{e} missing on this kernel"));
             }
         }
         self.sched = true;
+        self.chains = chains;
         self.set_sched_filter(&[])
     }
 
@@ -374,8 +403,9 @@ impl TraceSession {
                 tids.len()
             ));
         }
-        let switch = format!("prev_state & 2 && ({prev})");
-        let on = if tids.is_empty() { "0" } else { "1" };
+        // 2 is D (TASK_UNINTERRUPTIBLE), 1 is S (TASK_INTERRUPTIBLE).
+        let states = if self.chains { 3 } else { 2 };
+        let switch = format!("prev_state & {states} && ({prev})");
         if tids.is_empty() {
             for e in SCHED_EVENTS {
                 self.write(&format!("events/sched/{e}/enable"), "0")?;
@@ -383,11 +413,16 @@ impl TraceSession {
             return Ok(());
         }
         self.write("events/sched/sched_switch/filter", &switch)?;
-        self.write("events/sched/sched_wakeup/filter", &woken)?;
+        self.write("events/sched/sched_waking/filter", &woken)?;
         for e in SCHED_EVENTS {
-            self.write(&format!("events/sched/{e}/enable"), on)?;
+            self.write(&format!("events/sched/{e}/enable"), "1")?;
         }
         Ok(())
+    }
+
+    /// Whether sleeps in S are traced too (wake-up chains).
+    pub fn chains(&self) -> bool {
+        self.sched && self.chains
     }
 
     /// Whether the scheduler's events time blocks (see `enable_sched`).
@@ -736,6 +771,40 @@ mod tests {
             }
         );
         assert_eq!(evs[0].tid, 6683);
+    }
+
+    #[test]
+    fn sleeps_in_s_and_d_and_who_woke_them() {
+        let evs = parse_all("sched.txt");
+        let kinds: Vec<_> = evs.iter().map(|e| (e.tid, e.kind.clone())).collect();
+        let wake = |waker: u32, comm: &str, irq| TraceKind::SchedWake {
+            waker,
+            waker_comm: comm.into(),
+            irq,
+        };
+        assert_eq!(
+            kinds,
+            [
+                (
+                    27574,
+                    TraceKind::SchedBlock {
+                        comm: "python3".into(),
+                        sleep: true
+                    }
+                ),
+                // A timer expiring on an idle CPU: in a hardware interrupt.
+                (27574, wake(0, "<idle>", true)),
+                // A thread waking another one from its own context.
+                (27533, wake(27574, "python3", false)),
+                (
+                    13330,
+                    TraceKind::SchedBlock {
+                        comm: "dd".into(),
+                        sleep: false
+                    }
+                ),
+            ]
+        );
     }
 
     #[test]

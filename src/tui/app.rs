@@ -921,7 +921,7 @@ fn push_bounded<T>(q: &mut VecDeque<T>, v: T, max: usize) {
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::*;
-    use crate::model::cause::{Attribution, Cause, Confidence, Evidence};
+    use crate::model::cause::{Attribution, Cause, Evidence};
     use crate::model::kernel::{DevInterval, KernelInterval};
     use crate::model::ops::{new_histogram, OpKind};
     use crate::model::snapshot::BdpStats;
@@ -966,11 +966,7 @@ pub(crate) mod fixture {
                 (start_s * 1e9) as u64,
                 (dur_ms * 1e6) as u64,
             ),
-            why: Attribution {
-                cause,
-                confidence: Confidence::High,
-                evidence: Evidence::default(),
-            },
+            why: Attribution::high(cause, Evidence::default()),
         }
     }
 

@@ -1,0 +1,519 @@
+//! Wake-up chains: a watched thread asleep in S (a futex, a condition
+//! variable, a lock) is stalled when the thread that woke it had just come
+//! out of a kernel write-path wait that overlapped the sleep: the writer
+//! waited for the flush thread, which waited in fsync for writeback. Its
+//! time is split by what the waker was doing while it slept (the waker's D
+//! runs by their cause, the waker's own chained sleeps by their shares, the
+//! rest `unknown`). Idle waits stay out: a thread woken by a client, by a
+//! timer, or by a thread that was just running is not stalled.
+//!
+//! A thread that sleeps on a timer in short steps, again and again, while
+//! another thread of its process is in a kernel wait is `app_delay`: the
+//! application holding its own writes back (RocksDB's write slowdown).
+//!
+//! Pure: the aggregator feeds it the scheduler's events in time order and
+//! the D runs `fold::blocks` finishes.
+
+use crate::model::cause::{
+    add_share, largest, read_stack, Cause, Confidence, Evidence, Hop, Share, COVERED,
+};
+use std::collections::{HashMap, VecDeque};
+
+/// The waker must have left its wait at most this long before it woke the
+/// sleeper: it went straight from the wait to the wakeup.
+pub const WAKE_GAP_NS: u64 = 10_000_000;
+/// Chains are walked this many hops deep.
+pub const MAX_HOPS: usize = 4;
+/// Waits kept per thread, and for how long, to explain later wakeups.
+const MAX_SPANS: usize = 256;
+const HISTORY_NS: u64 = 120_000_000_000;
+/// Timer sleeps of this length are an application's delay steps (RocksDB
+/// sleeps 1001 µs at a time), when at least `DELAY_MIN_SLEEPS` follow one
+/// another less than `DELAY_GAP_NS` apart.
+const DELAY_STEP_NS: (u64, u64) = (300_000, 3_000_000);
+const DELAY_GAP_NS: u64 = 1_000_000;
+const DELAY_MIN_SLEEPS: u32 = 5;
+
+/// A wait of one thread: a D run, or a sleep that was a stall itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// "D" or "S".
+    pub state: &'static str,
+    pub cause: Cause,
+    pub wait: Option<String>,
+    pub syscall: Option<String>,
+    /// A chained sleep's shares and chain (empty for a D run).
+    pub shares: Vec<Share>,
+    pub via: Vec<Hop>,
+}
+
+impl Span {
+    /// A D run of `tid` with the kernel stack that names its wait.
+    pub fn d_run(ids: (u32, u32, &str), start_ns: u64, end_ns: u64, stack: Option<&str>) -> Span {
+        let r = stack.map(read_stack);
+        Span {
+            pid: ids.0,
+            tid: ids.1,
+            comm: ids.2.to_string(),
+            start_ns,
+            end_ns,
+            state: "D",
+            cause: r.as_ref().and_then(|r| r.cause).unwrap_or(Cause::Unknown),
+            wait: r.as_ref().and_then(|r| r.wait.map(str::to_string)),
+            syscall: r.and_then(|r| r.syscall),
+            shares: Vec::new(),
+            via: Vec::new(),
+        }
+    }
+
+    fn overlap(&self, from: u64, to: u64) -> u64 {
+        self.end_ns.min(to).saturating_sub(self.start_ns.max(from))
+    }
+
+    /// This span as a hop, `ms` of it overlapping the sleeper's sleep.
+    fn hop(&self, ms: f64) -> Hop {
+        Hop {
+            tid: self.tid,
+            comm: self.comm.clone(),
+            state: self.state.to_string(),
+            wait: self.wait.clone(),
+            syscall: self.syscall.clone(),
+            cause: self.cause,
+            ms,
+        }
+    }
+}
+
+/// A sleep (or a run of delay steps) that was a stall.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainStall {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub cause: Cause,
+    pub confidence: Confidence,
+    pub evidence: Evidence,
+    pub shares: Vec<Share>,
+    pub via: Vec<Hop>,
+}
+
+#[derive(Clone, Debug)]
+struct Asleep {
+    pid: u32,
+    start_ns: u64,
+    comm: String,
+}
+
+/// Consecutive timer sleeps of one thread.
+#[derive(Clone, Debug)]
+struct Steps {
+    pid: u32,
+    comm: String,
+    start_ns: u64,
+    end_ns: u64,
+    sleeps: u32,
+    /// A sleep of another kind ended it; it can be judged.
+    closed: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Chains {
+    threshold_ns: u64,
+    asleep: HashMap<u32, Asleep>,
+    spans: HashMap<u32, VecDeque<Span>>,
+    steps: HashMap<u32, Steps>,
+}
+
+impl Chains {
+    /// Sleeps of at least `threshold_ns` can be stalls.
+    pub fn new(threshold_ns: u64) -> Chains {
+        Chains {
+            threshold_ns,
+            ..Chains::default()
+        }
+    }
+
+    /// A watched thread went to sleep in S.
+    pub fn sleep(&mut self, pid: u32, tid: u32, t_ns: u64, comm: &str) {
+        self.asleep.insert(
+            tid,
+            Asleep {
+                pid,
+                start_ns: t_ns,
+                comm: comm.to_string(),
+            },
+        );
+    }
+
+    /// Whether `tid` is asleep in S as far as the events tell.
+    pub fn is_asleep(&self, tid: u32) -> bool {
+        self.asleep.contains_key(&tid)
+    }
+
+    /// A D run of a watched thread ended: kept to explain the sleeps of
+    /// the threads it wakes.
+    pub fn add_run(&mut self, span: Span) {
+        self.keep(span);
+    }
+
+    fn keep(&mut self, span: Span) {
+        let q = self.spans.entry(span.tid).or_default();
+        if q.len() >= MAX_SPANS {
+            q.pop_front();
+        }
+        q.push_back(span);
+    }
+
+    /// A watched thread asleep in S was woken at `t_ns` by `waker` (in a
+    /// hardware interrupt when `irq`). `current` is the waker's D run
+    /// not yet handed to `add_run` (it may still grow), if any. Returns
+    /// the stall the sleep was, if it was one.
+    pub fn wake(
+        &mut self,
+        tid: u32,
+        t_ns: u64,
+        waker: (u32, bool),
+        current: Option<Span>,
+    ) -> Option<ChainStall> {
+        let a = self.asleep.remove(&tid)?;
+        let dur = t_ns.saturating_sub(a.start_ns);
+        let (waker, irq) = waker;
+        if irq && (DELAY_STEP_NS.0..=DELAY_STEP_NS.1).contains(&dur) {
+            self.step(tid, &a, t_ns);
+            return None;
+        }
+        if let Some(s) = self.steps.get_mut(&tid) {
+            s.closed = true;
+        }
+        if dur < self.threshold_ns || irq || waker == 0 || waker == tid {
+            return None;
+        }
+        let stall = self.explain(tid, &a, t_ns, waker, current)?;
+        self.keep(Span {
+            pid: a.pid,
+            tid,
+            comm: a.comm,
+            start_ns: a.start_ns,
+            end_ns: t_ns,
+            state: "S",
+            cause: stall.cause,
+            wait: stall.via.last().and_then(|h| h.wait.clone()),
+            syscall: None,
+            shares: stall.shares.clone(),
+            via: stall.via.clone(),
+        });
+        Some(stall)
+    }
+
+    /// One more timer step of `tid`: joins its run of steps or starts one.
+    fn step(&mut self, tid: u32, a: &Asleep, t_ns: u64) {
+        match self.steps.get_mut(&tid) {
+            Some(s) if !s.closed && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS => {
+                s.end_ns = t_ns;
+                s.sleeps += 1;
+            }
+            _ => {
+                self.steps.insert(
+                    tid,
+                    Steps {
+                        pid: a.pid,
+                        comm: a.comm.clone(),
+                        start_ns: a.start_ns,
+                        end_ns: t_ns,
+                        sleeps: 1,
+                        closed: false,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The waker's waits overlapping the sleep `[a.start_ns, end)`: a
+    /// stall when the last of them ended right before the wakeup.
+    fn explain(
+        &self,
+        tid: u32,
+        a: &Asleep,
+        end: u64,
+        waker: u32,
+        current: Option<Span>,
+    ) -> Option<ChainStall> {
+        let start = a.start_ns;
+        let mut waits: Vec<&Span> = self
+            .spans
+            .get(&waker)
+            .map(|q| q.iter().filter(|s| s.overlap(start, end) > 0).collect())
+            .unwrap_or_default();
+        if let Some(c) = current.as_ref().filter(|c| c.overlap(start, end) > 0) {
+            waits.push(c);
+        }
+        let last = waits
+            .iter()
+            .filter(|s| s.end_ns <= end)
+            .max_by_key(|s| s.end_ns)?;
+        if end - last.end_ns > WAKE_GAP_NS {
+            return None;
+        }
+        let dur_ms = (end - start) as f64 / 1e6;
+        let mut shares = Vec::new();
+        let mut covered = 0.0;
+        for w in &waits {
+            let ov = w.overlap(start, end) as f64 / 1e6;
+            if w.shares.is_empty() {
+                add_share(&mut shares, w.cause, ov);
+            } else {
+                let len = (w.end_ns - w.start_ns).max(1) as f64 / 1e6;
+                for sh in &w.shares {
+                    add_share(&mut shares, sh.cause, sh.ms * ov / len);
+                }
+            }
+            covered += ov;
+        }
+        let covered = covered.min(dur_ms);
+        add_share(&mut shares, Cause::Unknown, dur_ms - covered);
+        let known: f64 = shares
+            .iter()
+            .filter(|s| s.cause != Cause::Unknown)
+            .map(|s| s.ms)
+            .sum();
+        let mut via = vec![last.hop(last.overlap(start, end) as f64 / 1e6)];
+        via.extend(last.via.iter().cloned());
+        via.truncate(MAX_HOPS);
+        let root = via.last().cloned();
+        let cause = largest(&shares).unwrap_or(Cause::Unknown);
+        Some(ChainStall {
+            pid: a.pid,
+            tid,
+            comm: a.comm.clone(),
+            start_ns: start,
+            end_ns: end,
+            cause,
+            confidence: if known >= COVERED * dur_ms {
+                Confidence::High
+            } else {
+                Confidence::Low
+            },
+            evidence: Evidence {
+                syscall: root.as_ref().and_then(|h| h.syscall.clone()),
+                wait: root.as_ref().and_then(|h| h.wait.clone()),
+                sync_op: root
+                    .as_ref()
+                    .filter(|h| h.cause == Cause::Sync)
+                    .and_then(|h| h.syscall.clone()),
+                ..Evidence::default()
+            },
+            shares,
+            via,
+        })
+    }
+
+    /// Runs of timer steps that are over at `now_ns` (closed by another
+    /// sleep, or their thread gone quiet), judged: `app_delay` when long
+    /// enough and another thread of the process was in a kernel wait
+    /// meanwhile (`ongoing`: D runs still going on, ended at `now_ns`).
+    pub fn tick(&mut self, now_ns: u64, ongoing: &[Span]) -> Vec<ChainStall> {
+        let over: Vec<u32> = self
+            .steps
+            .iter()
+            .filter(|(tid, s)| {
+                let quiet = match self.asleep.get(tid) {
+                    // Asleep longer than a step: not one.
+                    Some(a) => now_ns.saturating_sub(a.start_ns) > DELAY_STEP_NS.1,
+                    None => now_ns.saturating_sub(s.end_ns) > DELAY_GAP_NS,
+                };
+                s.closed || quiet
+            })
+            .map(|(t, _)| *t)
+            .collect();
+        let mut out = Vec::new();
+        for tid in over {
+            let Some(s) = self.steps.remove(&tid) else {
+                continue;
+            };
+            if let Some(st) = self.delay_stall(tid, &s, ongoing) {
+                out.push(st);
+            }
+        }
+        self.trim(now_ns);
+        out
+    }
+
+    fn delay_stall(&self, tid: u32, s: &Steps, ongoing: &[Span]) -> Option<ChainStall> {
+        let dur = s.end_ns - s.start_ns;
+        if dur < self.threshold_ns || s.sleeps < DELAY_MIN_SLEEPS {
+            return None;
+        }
+        // The longest kernel wait of another thread of the process
+        // overlapping the steps.
+        let busy = self
+            .spans
+            .values()
+            .flatten()
+            .chain(ongoing)
+            .filter(|w| w.pid == s.pid && w.tid != tid && w.state == "D")
+            .max_by_key(|w| w.overlap(s.start_ns, s.end_ns))
+            .filter(|w| w.overlap(s.start_ns, s.end_ns) > 0)?;
+        let ms = dur as f64 / 1e6;
+        Some(ChainStall {
+            pid: s.pid,
+            tid,
+            comm: s.comm.clone(),
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            cause: Cause::AppDelay,
+            confidence: Confidence::High,
+            evidence: Evidence {
+                timer_sleeps: Some(u64::from(s.sleeps)),
+                ..Evidence::default()
+            },
+            shares: vec![Share {
+                cause: Cause::AppDelay,
+                ms,
+            }],
+            via: vec![busy.hop(busy.overlap(s.start_ns, s.end_ns) as f64 / 1e6)],
+        })
+    }
+
+    /// Forgets a thread (its process is gone).
+    pub fn forget(&mut self, tid: u32) {
+        self.asleep.remove(&tid);
+        self.spans.remove(&tid);
+        self.steps.remove(&tid);
+    }
+
+    /// Drops waits too old to explain a sleep that ends now.
+    fn trim(&mut self, now_ns: u64) {
+        let horizon = now_ns.saturating_sub(HISTORY_NS);
+        self.spans.retain(|_, q| {
+            while q.front().is_some_and(|s| s.end_ns < horizon) {
+                q.pop_front();
+            }
+            !q.is_empty()
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const FSYNC: &str = "folio_wait_writeback < __filemap_fdatawait_range < do_fsync < sys_fsync";
+
+    fn fsync_run(tid: u32, from_ms: u64, to_ms: u64) -> Span {
+        Span::d_run((1, tid, "flush"), from_ms * MS, to_ms * MS, Some(FSYNC))
+    }
+
+    #[test]
+    fn a_thread_waiting_for_an_fsync_is_stalled_by_it() {
+        let mut c = Chains::new(20 * MS);
+        c.sleep(1, 10, 100 * MS, "writer");
+        // The flush thread (11) was in fsync 150..1100 ms and woke the
+        // writer 2 ms after.
+        c.add_run(fsync_run(11, 150, 1100));
+        let s = c.wake(10, 1102 * MS, (11, false), None).expect("a stall");
+        assert_eq!((s.start_ns, s.end_ns), (100 * MS, 1102 * MS));
+        assert_eq!(s.cause, Cause::Sync);
+        assert_eq!(s.confidence, Confidence::High);
+        let total: f64 = s.shares.iter().map(|x| x.ms).sum();
+        assert!((total - 1002.0).abs() < 1e-6, "shares add up: {total}");
+        let sync = s.shares.iter().find(|x| x.cause == Cause::Sync).unwrap();
+        assert!((sync.ms - 950.0).abs() < 1e-6);
+        assert_eq!(s.via.len(), 1);
+        assert_eq!(s.via[0].tid, 11);
+        assert_eq!(s.via[0].wait.as_deref(), Some("data writeback"));
+        assert_eq!(s.evidence.sync_op.as_deref(), Some("fsync"));
+    }
+
+    #[test]
+    fn idle_waits_are_not_stalls() {
+        let mut c = Chains::new(20 * MS);
+        // Woken by a thread that left its last wait long before.
+        c.add_run(fsync_run(11, 150, 300));
+        c.sleep(1, 10, 100 * MS, "writer");
+        assert!(c.wake(10, 900 * MS, (11, false), None).is_none());
+        // By a timer, by an unknown task, by a thread we know nothing of.
+        for waker in [(0, false), (11, true), (99, false)] {
+            c.sleep(1, 10, 1000 * MS, "writer");
+            assert!(c.wake(10, 1500 * MS, waker, None).is_none());
+        }
+        // Shorter than the threshold.
+        c.add_run(fsync_run(11, 1600, 1610));
+        c.sleep(1, 10, 1600 * MS, "writer");
+        assert!(c.wake(10, 1611 * MS, (11, false), None).is_none());
+    }
+
+    #[test]
+    fn chains_walk_back_through_sleeping_wakers() {
+        let mut c = Chains::new(20 * MS);
+        // 12 waits for 11, which waits for 13's fsync; 10 waits for 12.
+        c.sleep(1, 10, 0, "backend");
+        c.sleep(1, 12, 50 * MS, "walwriter");
+        c.add_run(Span::d_run(
+            (1, 13, "flusher"),
+            60 * MS,
+            500 * MS,
+            Some(FSYNC),
+        ));
+        let mid = c.wake(12, 501 * MS, (13, false), None).expect("12 stalled");
+        assert_eq!(mid.via.len(), 1);
+        let top = c.wake(10, 503 * MS, (12, false), None).expect("10 stalled");
+        assert_eq!(top.via.iter().map(|h| h.tid).collect::<Vec<_>>(), [12, 13]);
+        assert_eq!(top.via[0].state, "S");
+        assert_eq!(top.via[1].state, "D");
+        assert_eq!(top.cause, Cause::Sync);
+        // 0..50 ms nobody it waited for was waiting: unknown, the rest sync.
+        let unknown = top.shares.iter().find(|x| x.cause == Cause::Unknown);
+        assert!(
+            unknown.is_some_and(|u| u.ms > 50.0 && u.ms < 70.0),
+            "{top:?}"
+        );
+    }
+
+    #[test]
+    fn a_waker_still_in_its_run_counts_through_current() {
+        let mut c = Chains::new(20 * MS);
+        c.sleep(1, 10, 0, "writer");
+        let cur = fsync_run(11, 5, 400);
+        assert!(c.wake(10, 401 * MS, (11, false), Some(cur)).is_some());
+    }
+
+    #[test]
+    fn timer_steps_while_a_sibling_waits_in_the_kernel_are_app_delay() {
+        let mut c = Chains::new(20 * MS);
+        // 40 sleeps of 1 ms, 20 µs apart, while 11 was in fsync.
+        c.add_run(fsync_run(11, 0, 2000));
+        let mut t = 100 * MS;
+        for _ in 0..40 {
+            c.sleep(1, 10, t, "writer");
+            t += MS;
+            assert!(c.wake(10, t, (0, true), None).is_none());
+            t += 20_000;
+        }
+        assert!(c.tick(t, &[]).is_empty(), "may go on");
+        let out = c.tick(t + 5 * MS, &[]);
+        assert_eq!(out.len(), 1);
+        let s = &out[0];
+        assert_eq!(s.cause, Cause::AppDelay);
+        assert_eq!(s.evidence.timer_sleeps, Some(40));
+        assert_eq!(s.via[0].tid, 11);
+        assert!(((s.end_ns - s.start_ns) as f64 / 1e6 - 40.78).abs() < 0.01);
+        // The same steps with nobody waiting in the kernel: a timer loop.
+        let mut c = Chains::new(20 * MS);
+        let mut t = 0;
+        for _ in 0..40 {
+            c.sleep(1, 10, t, "sysmon");
+            t += MS;
+            c.wake(10, t, (0, true), None);
+            t += 20_000;
+        }
+        assert!(c.tick(t + 5 * MS, &[]).is_empty());
+    }
+}
