@@ -36,6 +36,9 @@ pub const MAX_TRACE_EVENTS: usize = 100_000;
 
 /// Batches are flushed every 100 ms; wait a little longer for stragglers.
 pub const GRACE_NS: u64 = 150_000_000;
+/// How long a thread that left stays known to the trace events (they are
+/// drained later than the sampler sees the thread go).
+pub const GONE_GRACE_NS: u64 = 3_000_000_000;
 
 #[derive(Clone, Debug)]
 struct Acc {
@@ -240,6 +243,9 @@ pub struct Aggregator {
     obs_live: Vec<Blocked>,
     /// Observe mode with the scheduler's events: blocks timed exactly (the
     /// sampler's D-state runs are then ignored), and the stall threshold.
+    /// Observed threads that left, with when: still known for
+    /// `GONE_GRACE_NS` (see `fold_observe`).
+    gone: HashMap<u32, (u32, u64)>,
     sched: Option<u64>,
     /// Wake-up chains (with scheduler timing, when asked for).
     chains: Option<Chains>,
@@ -295,6 +301,7 @@ impl Aggregator {
             sched: None,
             blocks: BlockTimer::default(),
             chains: None,
+            gone: HashMap::new(),
         }
     }
 
@@ -361,9 +368,18 @@ impl Aggregator {
         }
     }
 
+    /// The process of an observed thread, or of one that left lately.
+    fn process_of(&self, tid: u32) -> Option<u32> {
+        match self.tids.get(&tid) {
+            Some(Owner::Process(pid)) => Some(*pid),
+            Some(Owner::Writer(..)) => None,
+            None => self.gone.get(&tid).map(|(pid, _)| *pid),
+        }
+    }
+
     /// A scheduler event of an observed thread (true: it was one).
     fn fold_sched(&mut self, t_ns: u64, tid: u32, kind: &TraceKind) -> bool {
-        let Some(Owner::Process(pid)) = self.tids.get(&tid).copied() else {
+        let Some(pid) = self.process_of(tid) else {
             return matches!(
                 kind,
                 TraceKind::SchedBlock { .. } | TraceKind::SchedWake { .. }
@@ -564,16 +580,34 @@ impl Aggregator {
             .map_or(t.t_ns, |e| t.t_ns.min(e.saturating_sub(1)));
         let idx = t_ns / self.interval_ns;
         if let Some(tids) = t.tids {
+            // Threads that left stay known a while: the trace is drained
+            // later than the sampler reports, and their last events (the
+            // wait a thread woke another from before it exited) still come.
+            let now = t.t_ns;
+            let left: Vec<(u32, u32)> = self
+                .tids
+                .iter()
+                .filter_map(|(tid, o)| match o {
+                    Owner::Process(pid) => Some((*tid, *pid)),
+                    Owner::Writer(..) => None,
+                })
+                .collect();
+            self.gone
+                .extend(left.into_iter().map(|(tid, pid)| (tid, (pid, now))));
+            self.gone
+                .retain(|_, (_, since)| now.saturating_sub(*since) < GONE_GRACE_NS);
             self.tids.retain(|_, o| !matches!(o, Owner::Process(_)));
-            self.tids.extend(
-                tids.into_iter()
-                    .map(|(tid, pid)| (tid, Owner::Process(pid))),
-            );
+            for (tid, pid) in tids {
+                self.gone.remove(&tid);
+                self.tids.insert(tid, Owner::Process(pid));
+            }
             self.obs_tids_changed = true;
             // A thread gone while "blocked" went to its death, not a wait.
             let tids = &self.tids;
-            self.blocks
-                .retain_open(|tid| matches!(tids.get(&tid), Some(Owner::Process(_))));
+            let gone = &self.gone;
+            self.blocks.retain_open(|tid| {
+                matches!(tids.get(&tid), Some(Owner::Process(_))) || gone.contains_key(&tid)
+            });
         }
         let (stalls, ongoing) = if self.sched.is_some() {
             self.adopt_blocks(&t.ongoing);

@@ -22,6 +22,10 @@ use std::collections::{HashMap, VecDeque};
 /// The waker must have left its wait at most this long before it woke the
 /// sleeper: it went straight from the wait to the wakeup.
 pub const WAKE_GAP_NS: u64 = 10_000_000;
+/// The waker's waits must cover at least this share of a sleep for it to
+/// be a stall: a thread that waited mostly for another one's work on the
+/// CPU (a main thread joining its workers) is not stalled on writes.
+pub const MIN_COVERED: f64 = 0.5;
 /// Chains are walked this many hops deep.
 pub const MAX_HOPS: usize = 4;
 /// Waits kept per thread, and for how long, to explain later wakeups.
@@ -75,7 +79,8 @@ impl Span {
         self.end_ns.min(to).saturating_sub(self.start_ns.max(from))
     }
 
-    /// This span as a hop, `ms` of it overlapping the sleeper's sleep.
+    /// This span as a hop, `ms` of the waker's waits overlapping the
+    /// sleeper's sleep.
     fn hop(&self, ms: f64) -> Hop {
         Hop {
             tid: self.tid,
@@ -277,14 +282,24 @@ impl Chains {
             covered += ov;
         }
         let covered = covered.min(dur_ms);
+        if covered < MIN_COVERED * dur_ms {
+            return None;
+        }
         add_share(&mut shares, Cause::Unknown, dur_ms - covered);
         let known: f64 = shares
             .iter()
             .filter(|s| s.cause != Cause::Unknown)
             .map(|s| s.ms)
             .sum();
-        let mut via = vec![last.hop(last.overlap(start, end) as f64 / 1e6)];
-        via.extend(last.via.iter().cloned());
+        // The hop names the waker's longest wait in the sleep (an fsync's
+        // data writeback, not the short journal wait that ended it), with
+        // all of its waits' time.
+        let main = waits
+            .iter()
+            .max_by_key(|w| w.overlap(start, end))
+            .unwrap_or(last);
+        let mut via = vec![main.hop(covered)];
+        via.extend(main.via.iter().cloned());
         via.truncate(MAX_HOPS);
         let root = via.last().cloned();
         let cause = largest(&shares).unwrap_or(Cause::Unknown);
@@ -418,6 +433,13 @@ mod tests {
         // The flush thread (11) was in fsync 150..1100 ms and woke the
         // writer 2 ms after.
         c.add_run(fsync_run(11, 150, 1100));
+        // A short wait of another kind ended its fsync: the hop is the fsync.
+        c.add_run(Span::d_run(
+            (1, 11, "flush"),
+            1100 * MS + 200_000,
+            1101 * MS,
+            None,
+        ));
         let s = c.wake(10, 1102 * MS, (11, false), None).expect("a stall");
         assert_eq!((s.start_ns, s.end_ns), (100 * MS, 1102 * MS));
         assert_eq!(s.cause, Cause::Sync);
@@ -426,6 +448,7 @@ mod tests {
         assert!((total - 1002.0).abs() < 1e-6, "shares add up: {total}");
         let sync = s.shares.iter().find(|x| x.cause == Cause::Sync).unwrap();
         assert!((sync.ms - 950.0).abs() < 1e-6);
+        assert!((s.via[0].ms - 950.8).abs() < 1e-6, "all the waker's waits");
         assert_eq!(s.via.len(), 1);
         assert_eq!(s.via[0].tid, 11);
         assert_eq!(s.via[0].wait.as_deref(), Some("data writeback"));

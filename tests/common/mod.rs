@@ -38,30 +38,40 @@ pub fn have(cmd: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// DESIGN.md's slow disk: a 4 GiB loop xfs capped at 50 MiB/s, dirty limits
-/// 256M/64M. Dropping it puts everything back (guards, last field first).
-pub struct CappedXfs {
+/// DESIGN.md's slow disk: a 4 GiB loop filesystem with a write cap, dirty
+/// limits 256M/64M. Dropping it puts everything back (guards, last field
+/// first).
+pub struct CappedFs {
     pub _dirty: stallscope::cmd::lab::guards::DirtyGuard,
     pub _cap: stallscope::cmd::lab::guards::BlkioCap,
     pub fs: stallscope::cmd::lab::guards::LoopFs,
     pub _dir: tempfile::TempDir,
 }
 
-/// The capped lab for a root test, or None after recording the skip.
-pub fn capped_xfs(test: &str) -> Option<CappedXfs> {
+/// A loop xfs capped at 50 MiB/s for a root test, or None after recording
+/// the skip.
+pub fn capped_xfs(test: &str) -> Option<CappedFs> {
+    if !have("mkfs.xfs") {
+        if need_root(test) {
+            skip(test, "mkfs.xfs missing (apt-get install xfsprogs)");
+        }
+        return None;
+    }
+    capped(test, "xfs", 50)
+}
+
+/// A loop `fstype` capped at `cap_mib` MiB/s for a root test, or None
+/// after recording the skip.
+pub fn capped(test: &str, fstype: &str, cap_mib: u64) -> Option<CappedFs> {
     use stallscope::cmd::lab::guards::{BlkioCap, DirtyGuard, LoopFs};
     if !need_root(test) {
         return None;
     }
-    if !have("mkfs.xfs") {
-        skip(test, "mkfs.xfs missing (apt-get install xfsprogs)");
-        return None;
-    }
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let fs = LoopFs::create(dir.path(), "xfs", 4 << 30).expect("loop xfs");
-    let cap = BlkioCap::set(fs.major, fs.minor, 50 << 20).expect("blkio cap");
+    let fs = LoopFs::create(dir.path(), fstype, 4 << 30).expect("loop fs");
+    let cap = BlkioCap::set(fs.major, fs.minor, cap_mib << 20).expect("blkio cap");
     let dirty = DirtyGuard::set_bytes(256 << 20, 64 << 20).expect("dirty limits");
-    Some(CappedXfs {
+    Some(CappedFs {
         _dirty: dirty,
         _cap: cap,
         fs,
