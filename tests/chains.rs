@@ -90,6 +90,7 @@ impl Observer {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn a_thread_waiting_for_another_threads_fsync_is_stalled_by_it() {
     let test = "a_thread_waiting_for_another_threads_fsync_is_stalled_by_it";
     let Some(lab) = common::capped(test, "ext4", 20) else {
