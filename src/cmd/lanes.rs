@@ -5,7 +5,7 @@
 
 use crate::model::cause::Cause;
 use crate::model::snapshot::Snapshot;
-use crate::model::stall::Stall;
+use crate::model::stall::{Stall, Who};
 
 /// One stall clipped to the chart's span, seconds since the start.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -19,46 +19,70 @@ pub struct StallSpan {
 #[derive(Clone, Debug, PartialEq)]
 pub enum LaneOf {
     Target(usize),
-    Process(u32),
+    /// An observed process's threads of one name (`None`: its other
+    /// threads, or all of them when none stalled).
+    Threads(u32, Option<String>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lane {
     pub of: LaneOf,
+    /// What the chart writes left of it.
+    pub name: String,
     /// By start time.
     pub spans: Vec<StallSpan>,
 }
 
-/// A lane for each of `n_targets` targets and each observed process in
-/// `procs`, holding every stall in `snapshots` that overlaps `[x0, x1]`.
+/// An observed process gets a lane for each of its this many most stalled
+/// thread names (a writer, its flush thread, its compaction thread…).
+pub const THREAD_LANES: usize = 4;
+
+/// A lane for each target (named by `targets`) and for each observed
+/// process in `procs` (pid, name) one per most stalled thread name, holding
+/// every stall in `snapshots` that overlaps `[x0, x1]`.
 pub fn stall_lanes(
     snapshots: &[Snapshot],
-    n_targets: usize,
-    procs: &[u32],
+    targets: &[String],
+    procs: &[(u32, String)],
     x0: f64,
     x1: f64,
 ) -> Vec<Lane> {
-    let mut lanes: Vec<Lane> = (0..n_targets)
-        .map(|t| Lane {
+    let stalls: Vec<&Stall> = snapshots
+        .iter()
+        .flat_map(|s| &s.stalls)
+        .filter(|st| {
+            let (from, to) = span_of(st);
+            to >= x0 && from <= x1
+        })
+        .collect();
+    let mut lanes: Vec<Lane> = targets
+        .iter()
+        .enumerate()
+        .map(|(t, name)| Lane {
             of: LaneOf::Target(t),
+            name: name.clone(),
             spans: Vec::new(),
         })
-        .chain(procs.iter().map(|&p| Lane {
-            of: LaneOf::Process(p),
-            spans: Vec::new(),
-        }))
         .collect();
-    for st in snapshots.iter().flat_map(|s| &s.stalls) {
-        let (from, to) = span_of(st);
-        if to < x0 || from > x1 {
-            continue;
-        }
-        let lane = match (st.ev.who.target(), st.ev.who.pid()) {
-            (Some(t), _) => lanes.iter_mut().find(|l| l.of == LaneOf::Target(t)),
-            (None, Some(p)) => lanes.iter_mut().find(|l| l.of == LaneOf::Process(p)),
-            _ => None,
+    for (pid, comm) in procs {
+        lanes.extend(thread_lanes(&stalls, *pid, comm, procs.len() > 1));
+    }
+    for st in stalls {
+        let of = match &st.ev.who {
+            Who::Writer { target, .. } => LaneOf::Target(*target),
+            Who::Process {
+                pid, thread_comm, ..
+            } => {
+                let named = LaneOf::Threads(*pid, Some(thread_comm.clone()));
+                if lanes.iter().any(|l| l.of == named) {
+                    named
+                } else {
+                    LaneOf::Threads(*pid, None)
+                }
+            }
         };
-        if let Some(l) = lane {
+        if let Some(l) = lanes.iter_mut().find(|l| l.of == of) {
+            let (from, to) = span_of(st);
             l.spans.push(StallSpan {
                 from_s: from.max(x0),
                 to_s: to.min(x1),
@@ -68,6 +92,57 @@ pub fn stall_lanes(
     }
     for l in &mut lanes {
         l.spans.sort_by(|a, b| a.from_s.total_cmp(&b.from_s));
+    }
+    lanes
+}
+
+/// A process's lanes: its `THREAD_LANES` most stalled thread names, then
+/// one for the rest (or one for all when none stalled).
+fn thread_lanes(stalls: &[&Stall], pid: u32, comm: &str, with_pid: bool) -> Vec<Lane> {
+    let mut by_name: Vec<(String, f64)> = Vec::new();
+    for st in stalls {
+        if let Who::Process {
+            pid: p,
+            thread_comm,
+            ..
+        } = &st.ev.who
+        {
+            if *p != pid {
+                continue;
+            }
+            let secs = st.ev.dur() as f64 / 1e9;
+            match by_name.iter_mut().find(|(n, _)| n == thread_comm) {
+                Some(e) => e.1 += secs,
+                None => by_name.push((thread_comm.clone(), secs)),
+            }
+        }
+    }
+    by_name.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let prefix = if with_pid {
+        format!("{pid} ")
+    } else {
+        String::new()
+    };
+    let rest = by_name.len() > THREAD_LANES || by_name.is_empty();
+    let mut lanes: Vec<Lane> = by_name
+        .into_iter()
+        .take(THREAD_LANES)
+        .map(|(name, _)| Lane {
+            of: LaneOf::Threads(pid, Some(name.clone())),
+            name: format!("{prefix}{name}"),
+            spans: Vec::new(),
+        })
+        .collect();
+    if rest {
+        lanes.push(Lane {
+            of: LaneOf::Threads(pid, None),
+            name: if lanes.is_empty() {
+                format!("{prefix}{comm}")
+            } else {
+                format!("{prefix}other threads")
+            },
+            spans: Vec::new(),
+        });
     }
     lanes
 }
@@ -131,7 +206,11 @@ mod tests {
     use super::*;
     use crate::model::cause::{Attribution, Evidence};
     use crate::model::ops::OpKind;
-    use crate::model::stall::{Blocked, Who};
+    use crate::model::stall::Blocked;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("#{i}")).collect()
+    }
 
     fn stall(who: Who, start_s: f64, dur_s: f64, cause: Cause) -> Stall {
         Stall {
@@ -158,7 +237,7 @@ mod tests {
             ],
             ..Snapshot::default()
         };
-        let lanes = stall_lanes(&[s], 2, &[], 0.0, 60.0);
+        let lanes = stall_lanes(&[s], &names(2), &[], 0.0, 60.0);
         assert_eq!(lanes.len(), 2);
         let l0 = &lanes[0].spans;
         assert_eq!(l0.len(), 2, "the stall after the span is left out");
@@ -196,7 +275,7 @@ mod tests {
             stalls,
             ..Snapshot::default()
         };
-        let lanes = stall_lanes(&[s], 1, &[], 0.0, 30.0);
+        let lanes = stall_lanes(&[s], &names(1), &[], 0.0, 30.0);
         assert_eq!(lanes[0].spans.len(), 22, "every stall is a span");
         let b = bands(&lanes[0]);
         assert_eq!(b.len(), 2, "{b:?}");
@@ -217,5 +296,44 @@ mod tests {
         );
         let legend = cause_legend(&lanes);
         assert_eq!(legend[0].1, 21, "the legend still counts stalls, not bands");
+    }
+
+    #[test]
+    fn an_observed_process_gets_a_lane_per_most_stalled_thread_name() {
+        let t = |tid: u32, name: &str| Who::Process {
+            pid: 7,
+            comm: "db_bench".into(),
+            tid,
+            thread_comm: name.into(),
+        };
+        let mut stalls = vec![
+            stall(t(1, "db_bench"), 1.0, 3.0, Cause::Sync),
+            stall(t(2, "rocksdb:high"), 1.0, 2.5, Cause::Sync),
+            stall(t(3, "rocksdb:low"), 5.0, 4.0, Cause::Sync),
+        ];
+        for (i, n) in ["a", "b", "c"].iter().enumerate() {
+            stalls.push(stall(t(10 + i as u32, n), 9.0, 0.1, Cause::Fault));
+        }
+        let s = Snapshot {
+            stalls,
+            ..Snapshot::default()
+        };
+        let lanes = stall_lanes(&[s], &[], &[(7, "db_bench".into())], 0.0, 60.0);
+        let names: Vec<&str> = lanes.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "rocksdb:low",
+                "db_bench",
+                "rocksdb:high",
+                "a",
+                "other threads"
+            ]
+        );
+        assert_eq!(lanes[4].spans.len(), 2, "b and c share the last lane");
+        // A quiet process still has its lane.
+        let quiet = stall_lanes(&[], &[], &[(8, "etcd".into())], 0.0, 60.0);
+        assert_eq!(quiet.len(), 1);
+        assert_eq!(quiet[0].name, "etcd");
     }
 }

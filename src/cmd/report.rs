@@ -538,11 +538,9 @@ struct ChartData {
     writeback: Line,
     bg_thresh: Line,
     thresh: Line,
-    /// A lane per target, then per observed process: every stall in the
-    /// span as a span of time.
+    /// A lane per target, then per observed process's most stalled
+    /// thread names: every stall in the span as a span of time.
     lanes: Vec<Lane>,
-    /// Short lane names ("#1 ext4", the process name).
-    lane_names: Vec<String>,
     /// `compare`: dirty MiB per run.
     dirty_by_target: Vec<Line>,
     /// Observe mode: per process, its write MiB/s and its longest D-state
@@ -620,15 +618,13 @@ impl ChartData {
         };
         let procs = ObservedSeries::procs(input);
         let observed = ObservedSeries::all(input, &procs);
-        let pids: Vec<u32> = procs.iter().map(|p| p.0).collect();
-        let lanes = stall_lanes(input.snapshots, n, &pids, x0, x1);
-        let lane_names = (0..n)
+        let target_names: Vec<String> = (0..n)
             .map(|t| {
                 let fs = input.targets.get(t).map_or("?", |m| m.fs.as_str());
                 format!("#{} {fs}", t + 1)
             })
-            .chain(procs.iter().map(|p| p.1.clone()))
             .collect();
+        let lanes = stall_lanes(input.snapshots, &target_names, &procs, x0, x1);
         Some(ChartData {
             x0,
             x1: if x1 > x0 { x1 } else { x0 + 1.0 },
@@ -640,7 +636,6 @@ impl ChartData {
             bg_thresh: kernel(|k| k.dirty_bg_thresh_kib),
             thresh: kernel(|k| k.dirty_thresh_kib),
             lanes,
-            lane_names,
             dirty_by_target: input
                 .dirty_by_target
                 .iter()
@@ -714,8 +709,8 @@ fn rgb(c: (u8, u8, u8)) -> RGBColor {
 /// per target, then per observed process); the causes' legend with their
 /// counts and time below.
 fn draw_lanes(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
-    for (i, (lane, name)) in d.lanes.iter().zip(&d.lane_names).enumerate() {
-        draw_lane(area, i, lane, name, segs, d)?;
+    for (i, lane) in d.lanes.iter().enumerate() {
+        draw_lane(area, i, lane, &lane.name, segs, d)?;
     }
     let keys: Vec<Key> = cause_legend(&d.lanes)
         .into_iter()

@@ -194,6 +194,48 @@ impl Attribution {
     pub fn root(&self) -> Option<&Hop> {
         self.via.last()
     }
+
+    /// The chain in a few words, first hop and root:
+    /// `← rocksdb:high fsync ← data writeback`; None without a chain.
+    pub fn chain_brief(&self) -> Option<String> {
+        let first = self.via.first()?;
+        let root = self.via.last()?;
+        let mut s = format!("\u{2190} {}", first.doing());
+        if self.via.len() > 2 {
+            s.push_str(" \u{2190} \u{2026}");
+        }
+        if self.via.len() > 1 {
+            s.push_str(&format!(" \u{2190} {}", root.doing()));
+        }
+        if let Some(w) = &root.wait {
+            s.push_str(&format!(" \u{2190} {w}"));
+        }
+        Some(s)
+    }
+}
+
+impl Hop {
+    /// The thread and what it was in: `rocksdb:high fsync`, or its
+    /// state when the call is not known (`flusher D`, `walwriter S`).
+    pub fn doing(&self) -> String {
+        match &self.syscall {
+            Some(call) => format!("{} {call}", self.comm),
+            None => format!("{} {}", self.comm, self.state),
+        }
+    }
+
+    /// One line of a chain's detail: who, in what, waiting for what, how long.
+    pub fn detail(&self) -> String {
+        let mut s = format!("{} (tid {}) {}", self.comm, self.tid, self.state);
+        if let Some(call) = &self.syscall {
+            s.push_str(&format!(" in {call}"));
+        }
+        if let Some(w) = &self.wait {
+            s.push_str(&format!(", {w}"));
+        }
+        s.push_str(&format!(": {}, {:.0} ms", self.cause.as_str(), self.ms));
+        s
+    }
 }
 
 /// Adds `ms` of `cause` to `shares`, one entry per cause.

@@ -311,7 +311,10 @@ impl<W: Write> Printer<W> {
                 thread_comm,
             } => (
                 format!("{pid} {comm}").chars().take(18).collect(),
-                format!("thread {tid} ({thread_comm}) blocked (D)"),
+                match st.why.chain_brief() {
+                    Some(chain) => format!("thread {tid} ({thread_comm}) waited (S) {chain}"),
+                    None => format!("thread {tid} ({thread_comm}) blocked (D)"),
+                },
             ),
         };
         writeln!(

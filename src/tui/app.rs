@@ -301,6 +301,8 @@ pub struct App {
     frozen_at: Option<f64>,
     paused: bool,
     help: bool,
+    /// The wake-up chains popup (`w`).
+    chains: bool,
     compare: bool,
     prompt: Option<String>,
     /// Newest first.
@@ -338,6 +340,7 @@ impl App {
             frozen_at: None,
             paused: false,
             help: false,
+            chains: false,
             compare: false,
             prompt: None,
             stalls: VecDeque::new(),
@@ -549,6 +552,9 @@ impl App {
     pub fn help_open(&self) -> bool {
         self.help
     }
+    pub fn chains_open(&self) -> bool {
+        self.chains
+    }
     pub fn comparing(&self) -> bool {
         self.compare && self.targets.len() >= 2
     }
@@ -690,8 +696,10 @@ impl App {
             }
             Action::ToggleCompare => self.compare = !self.compare,
             Action::ToggleHelp => self.help = !self.help,
+            Action::ToggleChains => self.chains = !self.chains,
             Action::Dismiss => {
                 self.help = false;
+                self.chains = false;
                 self.prompt = None;
             }
             Action::AddTarget if !self.observed.is_empty() => self.message(

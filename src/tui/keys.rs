@@ -23,6 +23,8 @@ pub enum Action {
     AddTarget,
     ToggleCompare,
     ToggleHelp,
+    /// The wake-up chains of the latest stalls, hop by hop.
+    ToggleChains,
     /// Esc outside the prompt: closes the help overlay.
     Dismiss,
     PromptChar(char),
@@ -155,6 +157,12 @@ pub const KEYS: &[KeyDef] = &[
         &[Key::Char('c')],
         Action::ToggleCompare,
     ),
+    def(
+        "w",
+        "wake-up chains of the latest stalls",
+        &[Key::Char('w')],
+        Action::ToggleChains,
+    ),
     def("?", "this help", &[Key::Char('?')], Action::ToggleHelp),
     def("Esc", "close help / prompt", &[Key::Esc], Action::Dismiss),
 ];
@@ -217,6 +225,7 @@ pub fn view_keys() -> impl Iterator<Item = &'static KeyDef> {
                 | Action::NarrowerWindow
                 | Action::WiderWindow
                 | Action::ToggleCompare
+                | Action::ToggleChains
                 | Action::ToggleHelp
                 | Action::Dismiss
         )

@@ -79,6 +79,9 @@ pub fn draw(f: &mut Frame, app: &App) {
         put_str(buf, body.x, body.y, &why, usize::from(body.width), th.dim());
     }
     draw_status(buf, status, app, &th);
+    if app.chains_open() {
+        draw_chains(buf, area, app, &th);
+    }
     if app.help_open() {
         draw_help(buf, area, app.header().replay, &th);
     }

@@ -58,6 +58,60 @@ pub(super) fn draw_help(buf: &mut Buffer, area: Rect, replay: bool, th: &Theme) 
     popup(buf, r, " keys ", lines, th);
 }
 
+/// The latest stalls that waited for another thread, each with its whole
+/// chain: the thread that woke it first, the kernel wait at the root last.
+pub(super) fn draw_chains(buf: &mut Buffer, area: Rect, app: &App, th: &Theme) {
+    let w = area.width.saturating_sub(4).min(100);
+    let h = area.height.saturating_sub(4);
+    let mut lines: Vec<Line> = Vec::new();
+    for s in app.stalls().filter(|s| !s.why.via.is_empty()) {
+        let need = 1 + s.why.via.len();
+        if lines.len() + need > usize::from(h.saturating_sub(2)) {
+            break;
+        }
+        let (tid, comm) = match &s.ev.who {
+            crate::model::stall::Who::Process {
+                tid, thread_comm, ..
+            } => (*tid, thread_comm.as_str()),
+            crate::model::stall::Who::Writer { thread, .. } => (*thread, "writer"),
+        };
+        let shares = s
+            .why
+            .shares
+            .iter()
+            .map(|x| format!("{} {}", fmt_dur(x.ms), x.cause.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        lines.push(Line::from(vec![
+            Span::raw(format!(
+                " {} {comm} (tid {tid}) waited {}: ",
+                fmt_t(s.ev.start_ns as f64 / 1e9),
+                fmt_dur(s.ev.dur() as f64 / 1e6)
+            )),
+            Span::styled(shares, th.fg(cause_color(s.why.cause))),
+        ]));
+        for (i, hop) in s.why.via.iter().enumerate() {
+            lines.push(Line::from(vec![
+                Span::styled(format!("   {}\u{2190} ", "  ".repeat(i)), th.dim()),
+                Span::raw(hop.detail()),
+            ]));
+        }
+    }
+    if lines.is_empty() {
+        lines.push(Line::raw(
+            " no stall has waited for another thread yet (wake-up chains need root; --chains off turns them off)",
+        ));
+    }
+    let r = centered(area, w, (lines.len() as u16 + 2).min(area.height));
+    popup(
+        buf,
+        r,
+        " wake-up chains, newest first (w closes) ",
+        lines,
+        th,
+    );
+}
+
 /// The one-line "add target" input, just above the status line.
 pub(super) fn draw_prompt(buf: &mut Buffer, area: Rect, status: Rect, text: &str, th: &Theme) {
     let label = "add target: ";

@@ -12,7 +12,7 @@ pub(super) fn draw_stalls(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
         Span::styled(format!(", newest first ({total} in all)"), th.dim()),
     ]);
     let head = format!(
-        "{:>9} {:>9}  {:<15} {:<4} {:>6}  {:<15}  target",
+        "{:>9} {:>9}  {:<15} {:<4} {:>6}  {:<15}  target / waited for",
         "time", "duration", "cause", "conf", "thread", "op"
     );
     let mut lines = vec![title, Line::styled(head, th.dim())];
@@ -43,12 +43,12 @@ pub(super) fn stall_row<'a>(s: &Stall, app: &App, th: &Theme, width: usize) -> L
     );
     let rest = format!(" {conf:<4} {:>6}  {:<15}  ", s.ev.who.thread(), op_name(s));
     let room = width.saturating_sub(lead.width() + cause.width() + rest.chars().count());
-    Line::from(vec![
-        lead,
-        cause,
-        Span::raw(rest),
-        Span::raw(crate::base::text::elide_path(target, room)),
-    ])
+    // A thread that waited for another one: the chain instead of a place.
+    let place = match s.why.chain_brief() {
+        Some(chain) => chain.chars().take(room).collect(),
+        None => crate::base::text::elide_path(target, room),
+    };
+    Line::from(vec![lead, cause, Span::raw(rest), Span::raw(place)])
 }
 
 /// What the thread was doing: our op (a segment wait says which sync it
