@@ -79,6 +79,7 @@ pub(super) fn draw_chains(buf: &mut Buffer, area: Rect, app: &App, th: &Theme) {
             .why
             .shares
             .iter()
+            .filter(|x| x.ms >= 0.5)
             .map(|x| format!("{} {}", fmt_dur(x.ms), x.cause.as_str()))
             .collect::<Vec<_>>()
             .join(", ");

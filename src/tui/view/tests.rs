@@ -608,3 +608,77 @@ fn many_points_fold_per_column() {
         "unknown breaks the line"
     );
 }
+
+/// A RocksDB writer that waited for the flush thread's fdatasync.
+fn chained_wait() -> Stall {
+    use crate::model::cause::{Hop, Share};
+    use crate::model::ops::OpKind;
+    use crate::model::stall::{Blocked, Who};
+    let mut why = crate::model::cause::Attribution::high(Cause::Sync, Default::default());
+    why.shares = vec![
+        Share {
+            cause: Cause::Sync,
+            ms: 2300.0,
+        },
+        Share {
+            cause: Cause::Unknown,
+            ms: 40.0,
+        },
+    ];
+    why.via = vec![Hop {
+        tid: 3489,
+        comm: "rocksdb:high".into(),
+        state: "D".into(),
+        wait: Some("data writeback".into()),
+        syscall: Some("fdatasync".into()),
+        cause: Cause::Sync,
+        ms: 2300.0,
+    }];
+    Stall {
+        ev: Blocked {
+            who: Who::Process {
+                pid: 3389,
+                comm: "db_bench".into(),
+                tid: 3522,
+                thread_comm: "db_bench".into(),
+            },
+            op: OpKind::Wait,
+            start_ns: 5_000_000_000,
+            dur_ns: Some(2_340_000_000),
+            stack: None,
+        },
+        why,
+    }
+}
+
+#[test]
+fn a_waiting_stall_shows_its_chain_and_w_shows_it_hop_by_hop() {
+    let mut app = App::new(header(), vec![], 120, Style::default());
+    app.observe(&[crate::model::observed::Watched {
+        pid: 3389,
+        comm: "db_bench".into(),
+    }]);
+    app.on_snapshot(&snapshot(8, 0, 0, vec![chained_wait()]));
+    let b = all(&render(&app, 120, 40));
+    let row = b
+        .lines()
+        .find(|l| l.contains(" wait "))
+        .unwrap_or_else(|| panic!("no waiting stall in the list:\n{b}"));
+    assert!(
+        row.contains("\u{2190} rocksdb:high fdatasync \u{2190} data writeback"),
+        "{row}"
+    );
+    app.on_action(Action::ToggleChains);
+    let b = all(&render(&app, 120, 40));
+    assert!(b.contains("wake-up chains"), "{b}");
+    assert!(
+        b.contains("db_bench (tid 3522) waited 2.34 s: 2.30 s sync, 40 ms unknown"),
+        "{b}"
+    );
+    assert!(
+        b.contains("rocksdb:high (tid 3489) D in fdatasync, data writeback: sync, 2300 ms"),
+        "{b}"
+    );
+    app.on_action(Action::Dismiss);
+    assert!(!all(&render(&app, 120, 40)).contains("wake-up chains"));
+}
