@@ -188,6 +188,10 @@ fn without_root_observe_shows_d_state_faults_and_writes_and_says_what_needs_root
         err.contains("needs root"),
         "says that throttle attribution needs root: {err}"
     );
+    assert!(
+        err.contains("wake-up chains need root"),
+        "says that wake-up chains need root: {err}"
+    );
     let obs = of_type(&lines, "observed");
     assert!(obs.len() >= 3, "{lines:?}");
     for o in &obs {
