@@ -6,6 +6,7 @@
 pub mod mounts;
 pub mod observe;
 pub mod proc;
+pub mod sched_raw;
 pub mod scratch;
 pub mod trace;
 pub mod watchdog;

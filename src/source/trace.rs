@@ -13,6 +13,7 @@
 //! the timestamp column is CLOCK_MONOTONIC, the clock of [`mono_now_ns`].
 
 use crate::model::kernel::{TraceEvent, TraceKind};
+use crate::source::sched_raw::{parse_page, SchedFormat};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -38,6 +39,9 @@ pub const SCHED_EVENTS: [&str; 2] = ["sched_switch", "sched_waking"];
 /// Per-CPU ring buffer of our instance: enough for a few seconds of throttling
 /// events from filtered writers between drains, small next to RAM.
 pub const BUFFER_SIZE_KB: u32 = 1024;
+/// Per-CPU ring buffer of the scheduler's instance: with wake-up chains a
+/// busy server makes 60 k events a second (~4 MB/s) between drains.
+pub const SCHED_BUFFER_KB: u32 = 4096;
 /// At most this much is read per `drain` call, so a flood cannot stall the caller.
 const DRAIN_MAX_BYTES: usize = 8 << 20;
 const TRACEFS_MAGIC: u64 = 0x7472_6163;
@@ -233,6 +237,20 @@ pub struct TraceSession {
     sched: bool,
     /// Sleeps in S are traced too (`enable_sched(true)`).
     chains: bool,
+    /// The scheduler's events, in an instance of their own read raw.
+    raw: Option<RawSched>,
+    /// Raw events past the moment the last drain began: another CPU's
+    /// buffer may still get older ones.
+    held: Vec<TraceEvent>,
+}
+
+/// The instance the scheduler's events go to, read as binary pages per CPU
+/// (`source::sched_raw`): no text formatting for the most frequent events.
+struct RawSched {
+    instance: PathBuf,
+    cpus: Vec<File>,
+    fmt: SchedFormat,
+    page: Vec<u8>,
 }
 
 impl TraceSession {
@@ -267,6 +285,8 @@ impl TraceSession {
             lost: 0,
             sched: false,
             chains: false,
+            raw: None,
+            held: Vec::new(),
         };
         for name in remove_stale_instances(root) {
             crate::base::error::note!(
@@ -331,10 +351,10 @@ impl TraceSession {
         self.set_filter("writeback_start", &by_bdi)
     }
 
-    /// Everything traced since the last call, parsed; never blocks (the pipe is
-    /// O_NONBLOCK, EAGAIN means nothing new). A partial last line waits for
-    /// the next call.
-    pub fn drain(&mut self) -> Vec<TraceEvent> {
+    /// Everything traced as text since the last call, parsed; never blocks
+    /// (the pipe is O_NONBLOCK, EAGAIN means nothing new). A partial last
+    /// line waits for the next call.
+    fn drain_text(&mut self) -> Vec<TraceEvent> {
         let Some(pipe) = self.pipe.as_mut() else {
             return Vec::new();
         };
@@ -366,6 +386,39 @@ impl TraceSession {
         out
     }
 
+    /// What `drain_text` gives, and the scheduler's raw events up to the
+    /// moment this call began (later ones wait for the next call, when
+    /// every CPU's buffer has its events up to then), by time.
+    pub fn drain(&mut self) -> Vec<TraceEvent> {
+        let mut out = self.drain_text();
+        let Some(raw) = self.raw.as_mut() else {
+            return out;
+        };
+        let began = mono_now_ns();
+        let mut evs = std::mem::take(&mut self.held);
+        for f in &mut raw.cpus {
+            let mut pages = 0;
+            // At most ~8 MiB a call, so a flood cannot stall the caller.
+            while pages < DRAIN_MAX_BYTES / 4096 {
+                match f.read(&mut raw.page) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        pages += 1;
+                        self.lost += parse_page(&raw.page[..n], &raw.fmt, &mut evs);
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(_) => break, // EAGAIN: caught up
+                }
+            }
+        }
+        evs.sort_by_key(|e| e.t_mono_ns);
+        let split = evs.partition_point(|e| e.t_mono_ns <= began);
+        self.held = evs.split_off(split);
+        out.append(&mut evs);
+        out.sort_by_key(|e| e.t_mono_ns);
+        out
+    }
+
     /// Times every block of the threads named by `set_sched_filter`:
     /// sched_switch into D and sched_waking; with `chains` also every
     /// sleep in S, so that a thread waiting for another one is seen and
@@ -379,9 +432,48 @@ impl TraceSession {
                 return Err(format!("event sched:{e} missing on this kernel"));
             }
         }
+        self.raw = Some(self.start_raw()?);
         self.sched = true;
         self.chains = chains;
         self.set_sched_filter(&[])
+    }
+
+    /// A second instance for the scheduler's events and its per-CPU raw
+    /// pipes. Err leaves nothing behind.
+    fn start_raw(&self) -> Result<RawSched, String> {
+        let instance = self.root.join("instances").join(instance_name());
+        fs::create_dir(&instance).map_err(|e| format!("create {}: {e}", instance.display()))?;
+        let mut raw = RawSched {
+            instance,
+            cpus: Vec::new(),
+            fmt: SchedFormat::default(),
+            page: vec![0u8; 4096],
+        };
+        let setup = |raw: &mut RawSched| -> Result<(), String> {
+            write_file(&raw.instance, "trace_clock", "mono")?;
+            write_file(
+                &raw.instance,
+                "buffer_size_kb",
+                &SCHED_BUFFER_KB.to_string(),
+            )?;
+            raw.fmt = SchedFormat::read(&raw.instance.join("events"))?;
+            let per_cpu = fs::read_dir(raw.instance.join("per_cpu"))
+                .map_err(|e| format!("read per_cpu: {e}"))?;
+            for cpu in per_cpu.flatten() {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(cpu.path().join("trace_pipe_raw"))
+                    .map_err(|e| format!("open {}: {e}", cpu.path().display()))?;
+                raw.cpus.push(f);
+            }
+            Ok(())
+        };
+        if let Err(e) = setup(&mut raw) {
+            raw.close();
+            return Err(e);
+        }
+        Ok(raw)
     }
 
     /// Restricts the scheduler's events to threads `tids` (an empty list:
@@ -406,16 +498,20 @@ impl TraceSession {
         // 2 is D (TASK_UNINTERRUPTIBLE), 1 is S (TASK_INTERRUPTIBLE).
         let states = if self.chains { 3 } else { 2 };
         let switch = format!("prev_state & {states} && ({prev})");
+        let Some(raw) = self.raw.as_ref() else {
+            return Ok(());
+        };
+        let at = &raw.instance;
         if tids.is_empty() {
             for e in SCHED_EVENTS {
-                self.write(&format!("events/sched/{e}/enable"), "0")?;
+                write_file(at, &format!("events/sched/{e}/enable"), "0")?;
             }
             return Ok(());
         }
-        self.write("events/sched/sched_switch/filter", &switch)?;
-        self.write("events/sched/sched_waking/filter", &woken)?;
+        write_file(at, "events/sched/sched_switch/filter", &switch)?;
+        write_file(at, "events/sched/sched_waking/filter", &woken)?;
         for e in SCHED_EVENTS {
-            self.write(&format!("events/sched/{e}/enable"), "1")?;
+            write_file(at, &format!("events/sched/{e}/enable"), "1")?;
         }
         Ok(())
     }
@@ -441,13 +537,7 @@ impl TraceSession {
 
     /// Writes `value` to a file of our instance; Err names the file.
     fn write(&self, file: &str, value: &str) -> Result<(), String> {
-        let path = self.instance.join(file);
-        OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(value.as_bytes()))
-            .map_err(|e| format!("tracefs write {value:?} to {}: {e}", path.display()))
+        write_file(&self.instance, file, value)
     }
 
     /// Writing "0" is how the kernel clears a filter.
@@ -482,10 +572,8 @@ impl Drop for TraceSession {
             for e in EVENTS {
                 let _ = self.write(&format!("events/writeback/{e}/enable"), "0");
             }
-            if self.sched {
-                for e in SCHED_EVENTS {
-                    let _ = self.write(&format!("events/sched/{e}/enable"), "0");
-                }
+            if let Some(raw) = self.raw.take() {
+                raw.close();
             }
             if let Err(e) = fs::remove_dir(&self.instance) {
                 crate::base::error::note!(
@@ -508,6 +596,33 @@ impl Drop for TraceSession {
             }
         }
     }
+}
+
+impl RawSched {
+    /// Pipes closed, events off, the instance removed.
+    fn close(mut self) {
+        self.cpus.clear();
+        for e in SCHED_EVENTS {
+            let _ = write_file(&self.instance, &format!("events/sched/{e}/enable"), "0");
+        }
+        if let Err(e) = fs::remove_dir(&self.instance) {
+            crate::base::error::note!(
+                "stallscope: cannot remove tracefs instance {}: {e}",
+                self.instance.display()
+            );
+        }
+    }
+}
+
+/// Writes `value` to `file` of `instance`; Err names the file.
+fn write_file(instance: &Path, file: &str, value: &str) -> Result<(), String> {
+    let path = instance.join(file);
+    OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|e| format!("tracefs write {value:?} to {}: {e}", path.display()))
 }
 
 /// Removes `instances/stallscope-<pid>` whose pid no longer runs (a killed

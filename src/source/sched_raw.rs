@@ -1,0 +1,409 @@
+//! The scheduler's events read in the kernel's own binary form
+//! (`per_cpu/cpuN/trace_pipe_raw`) rather than as text. With wake-up chains
+//! every sleep of every watched thread is two events (pgbench -c 8: some
+//! 60 k a second); formatting each as a line in the kernel and parsing it
+//! back cost more than the rest of stallscope. Raw pages are copied out
+//! and decoded here: a fixed record layout read at offsets the event's
+//! `format` file gives.
+//!
+//! Page layout (`events/header_page`, 64-bit): u64 timestamp, u64 commit
+//! (bytes of data; bit 31 = events were lost before it, bit 30 = their
+//! count is stored after the data), then the events, each a u32 header
+//! (`type_len`: 5 bits, `time_delta`: 27 bits; `events/header_event`).
+
+use crate::model::kernel::{TraceEvent, TraceKind};
+use std::path::Path;
+
+/// `type_len` values with a meaning of their own.
+const TYPE_PADDING: u32 = 29;
+const TYPE_TIME_EXTEND: u32 = 30;
+const TYPE_TIME_STAMP: u32 = 31;
+const TS_SHIFT: u32 = 27;
+/// `common_flags`: the event ran in a hardware interrupt.
+const FLAG_HARDIRQ: u8 = 0x08;
+const MISSED_EVENTS: u64 = 1 << 31;
+const MISSED_STORED: u64 = 1 << 30;
+const PAGE_HEADER: usize = 16;
+
+/// One field of an event record: where it is and how wide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Field {
+    pub offset: usize,
+    pub size: usize,
+}
+
+/// Where sched_switch's and sched_waking's fields are, from their format
+/// files (they differ between kernels: `prev_state` grew from int to long).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchedFormat {
+    pub switch_id: u16,
+    pub waking_id: u16,
+    pub prev_comm: Field,
+    pub prev_pid: Field,
+    pub prev_state: Field,
+    pub woken_pid: Field,
+}
+
+impl SchedFormat {
+    /// From the text of the two `format` files.
+    pub fn parse(switch: &str, waking: &str) -> Option<SchedFormat> {
+        let (switch_id, sw) = parse_format(switch)?;
+        let (waking_id, wk) = parse_format(waking)?;
+        let get = |fs: &[(String, Field)], name: &str| {
+            fs.iter().find(|(n, _)| n == name).map(|(_, f)| *f)
+        };
+        Some(SchedFormat {
+            switch_id,
+            waking_id,
+            prev_comm: get(&sw, "prev_comm")?,
+            prev_pid: get(&sw, "prev_pid")?,
+            prev_state: get(&sw, "prev_state")?,
+            woken_pid: get(&wk, "pid")?,
+        })
+    }
+
+    /// From an instance's (or tracefs's) `events/sched/*/format`.
+    pub fn read(events: &Path) -> Result<SchedFormat, String> {
+        let read = |e: &str| {
+            std::fs::read_to_string(events.join("sched").join(e).join("format"))
+                .map_err(|err| format!("read sched:{e} format: {err}"))
+        };
+        SchedFormat::parse(&read("sched_switch")?, &read("sched_waking")?)
+            .ok_or_else(|| "unexpected sched_switch/sched_waking format".to_string())
+    }
+}
+
+/// `ID: 372` and every `field:<type> <name>[N]; offset:O; size:S;`.
+fn parse_format(text: &str) -> Option<(u16, Vec<(String, Field)>)> {
+    let id = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ID:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    let fields = text
+        .lines()
+        .filter_map(|l| {
+            let mut decl = None;
+            let mut offset = None;
+            let mut size = None;
+            for part in l.split(';').map(str::trim) {
+                if let Some(d) = part.strip_prefix("field:") {
+                    let name = d.rsplit(' ').next()?;
+                    decl = Some(name.split('[').next()?.to_string());
+                } else if let Some(o) = part.strip_prefix("offset:") {
+                    offset = o.parse().ok();
+                } else if let Some(s) = part.strip_prefix("size:") {
+                    size = s.parse().ok();
+                }
+            }
+            Some((
+                decl?,
+                Field {
+                    offset: offset?,
+                    size: size?,
+                },
+            ))
+        })
+        .collect();
+    Some((id, fields))
+}
+
+fn le(b: &[u8], at: usize, size: usize) -> Option<u64> {
+    let bytes = b.get(at..at + size)?;
+    Some(
+        bytes
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+    )
+}
+
+/// Decodes one page read from `trace_pipe_raw` into `out`; returns how
+/// many events the kernel says were lost before it (0 if none, 1 when it
+/// only says "some").
+pub fn parse_page(page: &[u8], fmt: &SchedFormat, out: &mut Vec<TraceEvent>) -> u64 {
+    let (Some(mut ts), Some(commit)) = (le(page, 0, 8), le(page, 8, 8)) else {
+        return 0;
+    };
+    let len = (commit & !(MISSED_EVENTS | MISSED_STORED)) as usize;
+    let end = (PAGE_HEADER + len).min(page.len());
+    let lost = if commit & MISSED_STORED != 0 {
+        le(page, end, 8).unwrap_or(1)
+    } else {
+        u64::from(commit & MISSED_EVENTS != 0)
+    };
+    let mut at = PAGE_HEADER;
+    while at + 4 <= end {
+        let Some(h) = le(page, at, 4) else { break };
+        let (type_len, delta) = ((h & 31) as u32, h >> 5);
+        let array = le(page, at + 4, 4);
+        match type_len {
+            TYPE_PADDING => {
+                if delta == 0 {
+                    break; // the rest of the page is empty
+                }
+                ts += delta;
+                at += 4 + array.unwrap_or(0) as usize;
+            }
+            TYPE_TIME_EXTEND => {
+                ts += (array.unwrap_or(0) << TS_SHIFT) + delta;
+                at += 8;
+            }
+            TYPE_TIME_STAMP => {
+                let abs = (array.unwrap_or(0) << TS_SHIFT) | delta;
+                // Its upper bits are the page's.
+                ts = (ts & !((1u64 << 59) - 1)) | abs;
+                at += 8;
+            }
+            0 => {
+                ts += delta;
+                let Some(n) = array else { break };
+                let n = (n as usize).saturating_sub(4);
+                let body = at + 8;
+                if let Some(rec) = page.get(body..(body + n).min(end)) {
+                    decode(rec, ts, fmt, out);
+                }
+                at = body + n.div_ceil(4) * 4;
+            }
+            n => {
+                ts += delta;
+                let body = at + 4;
+                let n = n as usize * 4;
+                if let Some(rec) = page.get(body..(body + n).min(end)) {
+                    decode(rec, ts, fmt, out);
+                }
+                at = body + n;
+            }
+        }
+    }
+    lost
+}
+
+/// One record: a switch into D or S of a watched thread, or its waking.
+fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
+    let Some(ty) = le(rec, 0, 2) else { return };
+    let field = |f: Field| le(rec, f.offset, f.size);
+    if ty == u64::from(fmt.switch_id) {
+        let (Some(state), Some(pid)) = (field(fmt.prev_state), field(fmt.prev_pid)) else {
+            return;
+        };
+        let sleep = match state & 3 {
+            0 => return,
+            1 => true,
+            _ => false,
+        };
+        let name = rec
+            .get(fmt.prev_comm.offset..fmt.prev_comm.offset + fmt.prev_comm.size)
+            .unwrap_or_default();
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        out.push(TraceEvent {
+            t_mono_ns: ts,
+            tid: pid as u32,
+            kind: TraceKind::SchedBlock {
+                comm: String::from_utf8_lossy(name).into_owned(),
+                sleep,
+            },
+        });
+    } else if ty == u64::from(fmt.waking_id) {
+        let (Some(flags), Some(waker), Some(pid)) =
+            (le(rec, 2, 1), le(rec, 4, 4), field(fmt.woken_pid))
+        else {
+            return;
+        };
+        out.push(TraceEvent {
+            t_mono_ns: ts,
+            tid: pid as u32,
+            kind: TraceKind::SchedWake {
+                waker: waker as u32,
+                // Not in the record (the text form looks it up); the
+                // chains need the tid only.
+                waker_comm: String::new(),
+                irq: flags as u8 & FLAG_HARDIRQ != 0,
+            },
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWITCH_FORMAT: &str = "name: sched_switch\nID: 372\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
+\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\
+\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\nprint fmt: \"prev_comm=%s\"";
+    const WAKING_FORMAT: &str = "name: sched_waking\nID: 375\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+
+    fn fmt() -> SchedFormat {
+        SchedFormat::parse(SWITCH_FORMAT, WAKING_FORMAT).unwrap()
+    }
+
+    fn switch(pid: u32, state: u64, comm: &str) -> Vec<u8> {
+        let mut r = vec![0u8; 64];
+        r[0..2].copy_from_slice(&372u16.to_le_bytes());
+        r[4..8].copy_from_slice(&pid.to_le_bytes());
+        r[8..8 + comm.len()].copy_from_slice(comm.as_bytes());
+        r[24..28].copy_from_slice(&pid.to_le_bytes());
+        r[32..40].copy_from_slice(&state.to_le_bytes());
+        r
+    }
+
+    fn waking(waker: u32, pid: u32, flags: u8) -> Vec<u8> {
+        let mut r = vec![0u8; 36];
+        r[0..2].copy_from_slice(&375u16.to_le_bytes());
+        r[2] = flags;
+        r[4..8].copy_from_slice(&waker.to_le_bytes());
+        r[24..28].copy_from_slice(&pid.to_le_bytes());
+        r
+    }
+
+    /// A page as the kernel lays it out: events with time deltas.
+    fn page(ts: u64, events: &[(u32, Vec<u8>)], missed: u64) -> Vec<u8> {
+        let mut data = Vec::new();
+        for (delta, rec) in events {
+            if *delta >= 1 << TS_SHIFT {
+                // A time extend first, then the event with no delta.
+                let h = TYPE_TIME_EXTEND | ((delta & ((1 << TS_SHIFT) - 1)) << 5);
+                data.extend_from_slice(&h.to_le_bytes());
+                data.extend_from_slice(&(delta >> TS_SHIFT).to_le_bytes());
+                push(&mut data, 0, rec);
+            } else {
+                push(&mut data, *delta, rec);
+            }
+        }
+        let mut p = vec![0u8; 4096];
+        p[0..8].copy_from_slice(&ts.to_le_bytes());
+        p[8..16].copy_from_slice(&(data.len() as u64 | missed).to_le_bytes());
+        p[16..16 + data.len()].copy_from_slice(&data);
+        p
+    }
+
+    fn push(data: &mut Vec<u8>, delta: u32, rec: &[u8]) {
+        let words = rec.len().div_ceil(4);
+        if words <= 28 {
+            let h = words as u32 | (delta << 5);
+            data.extend_from_slice(&h.to_le_bytes());
+        } else {
+            data.extend_from_slice(&(delta << 5).to_le_bytes());
+            data.extend_from_slice(&(rec.len() as u32 + 4).to_le_bytes());
+        }
+        data.extend_from_slice(rec);
+        data.resize(data.len().div_ceil(4) * 4, 0);
+    }
+
+    #[test]
+    fn the_format_files_give_the_offsets() {
+        let f = fmt();
+        assert_eq!((f.switch_id, f.waking_id), (372, 375));
+        assert_eq!(
+            f.prev_state,
+            Field {
+                offset: 32,
+                size: 8
+            }
+        );
+        assert_eq!(
+            f.prev_comm,
+            Field {
+                offset: 8,
+                size: 16
+            }
+        );
+        assert_eq!(
+            f.woken_pid,
+            Field {
+                offset: 24,
+                size: 4
+            }
+        );
+    }
+
+    #[test]
+    fn a_page_of_switches_and_wakings_decodes_with_its_times() {
+        let p = page(
+            1_000_000,
+            &[
+                (10, switch(42, 1, "postgres")),
+                (500, waking(0, 42, 0x08 | 0x01)),
+                (7, switch(43, 2, "rocksdb:high")),
+                (3, switch(44, 0x100, "preempted")),
+                // Far apart: a time extend carries the delta.
+                (300_000_000, waking(43, 44, 0)),
+            ],
+            0,
+        );
+        let mut out = Vec::new();
+        assert_eq!(parse_page(&p, &fmt(), &mut out), 0);
+        let got: Vec<(u64, u32, TraceKind)> = out
+            .into_iter()
+            .map(|e| (e.t_mono_ns, e.tid, e.kind))
+            .collect();
+        let wake = |waker, irq| TraceKind::SchedWake {
+            waker,
+            waker_comm: String::new(),
+            irq,
+        };
+        assert_eq!(
+            got,
+            [
+                (
+                    1_000_010,
+                    42,
+                    TraceKind::SchedBlock {
+                        comm: "postgres".into(),
+                        sleep: true
+                    }
+                ),
+                (1_000_510, 42, wake(0, true)),
+                (
+                    1_000_517,
+                    43,
+                    TraceKind::SchedBlock {
+                        comm: "rocksdb:high".into(),
+                        sleep: false
+                    }
+                ),
+                // The preempted switch is left out but its delta counts.
+                (301_000_520, 44, wake(43, false)),
+            ]
+        );
+    }
+
+    #[test]
+    fn lost_events_padding_and_long_records() {
+        let mut long = switch(42, 2, "x");
+        long.resize(200, 0); // longer than 28 words: length in array[0]
+        let mut p = page(5, &[(1, long)], MISSED_EVENTS);
+        let mut out = Vec::new();
+        assert_eq!(parse_page(&p, &fmt(), &mut out), 1);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].t_mono_ns, 6);
+        // Padding with no delta ends the page whatever follows.
+        let pad = (TYPE_PADDING).to_le_bytes();
+        p[16..20].copy_from_slice(&pad);
+        out.clear();
+        parse_page(&p, &fmt(), &mut out);
+        assert!(out.is_empty());
+        // Garbage never panics.
+        for n in [0, 3, 15, 16, 17, 100] {
+            parse_page(&vec![0xff; n], &fmt(), &mut out);
+        }
+    }
+}
