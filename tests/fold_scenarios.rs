@@ -389,3 +389,11 @@ fn an_observed_fsync_timed_by_the_scheduler() {
 fn a_sleep_waiting_for_an_fsync_is_a_chained_stall() {
     insta::assert_json_snapshot!(run("chained_wait"));
 }
+
+/// A thread outside the watched process (a kernel thread) wakes a watched
+/// one: not explained the first time, but traced from then on, so its D
+/// wait explains the next sleep; its own waits are never stalls.
+#[test]
+fn a_waker_outside_the_watched_process_is_traced_from_its_first_wakeup() {
+    insta::assert_json_snapshot!(run("chained_waker"));
+}

@@ -39,6 +39,12 @@ pub const GRACE_NS: u64 = 150_000_000;
 /// How long a thread that left stays known to the trace events (they are
 /// drained later than the sampler sees the thread go).
 pub const GONE_GRACE_NS: u64 = 3_000_000_000;
+/// At most this many wakers outside the watched processes are traced
+/// (the least recently useful one makes room).
+pub const MAX_WAKERS: usize = 64;
+/// The "process" of a waker outside the watched ones: its waits explain
+/// sleeps, they are never stalls of their own.
+const WAKER_PID: u32 = 0;
 
 #[derive(Clone, Debug)]
 struct Acc {
@@ -243,6 +249,10 @@ pub struct Aggregator {
     obs_live: Vec<Blocked>,
     /// Observe mode with the scheduler's events: blocks timed exactly (the
     /// sampler's D-state runs are then ignored), and the stall threshold.
+    /// Threads outside the watched processes that woke a watched one
+    /// from a long sleep (a flusher, another process), with when: their
+    /// waits are traced too, to explain the next such sleep (`MAX_WAKERS`).
+    wakers: HashMap<u32, u64>,
     /// Observed threads that left, with when: still known for
     /// `GONE_GRACE_NS` (see `fold_observe`).
     gone: HashMap<u32, (u32, u64)>,
@@ -302,6 +312,7 @@ impl Aggregator {
             blocks: BlockTimer::default(),
             chains: None,
             gone: HashMap::new(),
+            wakers: HashMap::new(),
         }
     }
 
@@ -339,8 +350,10 @@ impl Aggregator {
             .iter()
             .filter(|(_, o)| matches!(o, Owner::Process(_)))
             .map(|(t, _)| *t)
+            .chain(self.wakers.keys().copied())
             .collect();
         v.sort_unstable();
+        v.dedup();
         Some(v)
     }
 
@@ -373,7 +386,11 @@ impl Aggregator {
         match self.tids.get(&tid) {
             Some(Owner::Process(pid)) => Some(*pid),
             Some(Owner::Writer(..)) => None,
-            None => self.gone.get(&tid).map(|(pid, _)| *pid),
+            None => self
+                .gone
+                .get(&tid)
+                .map(|(pid, _)| *pid)
+                .or_else(|| self.wakers.contains_key(&tid).then_some(WAKER_PID)),
         }
     }
 
@@ -389,6 +406,10 @@ impl Aggregator {
             TraceKind::SchedBlock { comm, sleep: false } => {
                 self.blocks.block(pid, tid, t_ns, comm);
             }
+            // A waker outside the watched processes counts by its kernel
+            // waits only: its sleeps (a client waiting for its server)
+            // would chain idle waits to it.
+            TraceKind::SchedBlock { sleep: true, .. } if pid == WAKER_PID => {}
             TraceKind::SchedBlock { comm, sleep: true } => {
                 if let Some(c) = self.chains.as_mut() {
                     c.sleep(pid, tid, t_ns, comm);
@@ -405,11 +426,13 @@ impl Aggregator {
                 }
                 let (ended, dur) = self.blocks.wake(tid, t_ns, (*waker, waker_comm.clone()));
                 let idx = t_ns / self.interval_ns;
-                self.pending_at(idx)
-                    .observed
-                    .entry(pid)
-                    .or_default()
-                    .blocked_ns += dur;
+                if pid != WAKER_PID {
+                    self.pending_at(idx)
+                        .observed
+                        .entry(pid)
+                        .or_default()
+                        .blocked_ns += dur;
+                }
                 if let Some(run) = ended {
                     self.run_done(run);
                 }
@@ -428,9 +451,36 @@ impl Aggregator {
             return;
         }
         let current = self.blocks.last_run(waker.0).map(span_of);
-        if let Some(st) = c.wake(tid, t_ns, waker, current) {
-            self.chain_done(st);
+        let woken = c.wake(tid, t_ns, waker, current);
+        self.learn_waker(tid, t_ns, waker);
+        match woken {
+            // A waker's own stalls only explain others'.
+            Some(st) if st.pid != WAKER_PID => self.chain_done(st),
+            _ => {}
         }
+    }
+
+    /// A watched thread (not a waker) woken from a long sleep by a task
+    /// we do not trace: trace that task from now on, so that its waits can
+    /// explain the next such sleep.
+    fn learn_waker(&mut self, tid: u32, t_ns: u64, (waker, irq): (u32, bool)) {
+        if irq || waker == 0 || self.process_of(waker).is_some() {
+            if let Some(seen) = self.wakers.get_mut(&waker) {
+                *seen = t_ns;
+            }
+            return;
+        }
+        if self.wakers.contains_key(&tid) {
+            return;
+        }
+        if self.wakers.len() >= MAX_WAKERS {
+            let Some(oldest) = self.wakers.iter().min_by_key(|(_, t)| **t).map(|(w, _)| *w) else {
+                return;
+            };
+            self.wakers.remove(&oldest);
+        }
+        self.wakers.insert(waker, t_ns);
+        self.obs_tids_changed = true;
     }
 
     /// A sleep the chains explained: a stall of its process, in the
@@ -511,6 +561,9 @@ impl Aggregator {
         if let Some(c) = self.chains.as_mut() {
             c.add_run(span_of(&run));
         }
+        if run.pid == WAKER_PID {
+            return;
+        }
         let dur = end.saturating_sub(run.start_ns);
         if dur < threshold {
             return;
@@ -556,7 +609,7 @@ impl Aggregator {
         self.blocks
             .ongoing()
             .into_iter()
-            .filter(|r| now_ns.saturating_sub(r.start_ns) >= threshold)
+            .filter(|r| r.pid != WAKER_PID && now_ns.saturating_sub(r.start_ns) >= threshold)
             .map(|r| self.run_blocked(r, None))
             .collect()
     }
@@ -605,8 +658,11 @@ impl Aggregator {
             // A thread gone while "blocked" went to its death, not a wait.
             let tids = &self.tids;
             let gone = &self.gone;
+            let wakers = &self.wakers;
             self.blocks.retain_open(|tid| {
-                matches!(tids.get(&tid), Some(Owner::Process(_))) || gone.contains_key(&tid)
+                matches!(tids.get(&tid), Some(Owner::Process(_)))
+                    || gone.contains_key(&tid)
+                    || wakers.contains_key(&tid)
             });
         }
         let (stalls, ongoing) = if self.sched.is_some() {
