@@ -904,6 +904,36 @@ mod tests {
             v("stallscope_observed_stalls_total", &["cause=\"sync\""]),
             Some(0.0)
         );
+        // A stall with shares: counted once under its headline, its
+        // seconds by share, adding up to its duration.
+        let mut st = s.stalls[0].clone();
+        st.ev.start_ns += 1;
+        st.why.cause = Cause::Sync;
+        st.why.shares = vec![
+            crate::model::cause::Share {
+                cause: Cause::Sync,
+                ms: 400.0,
+            },
+            crate::model::cause::Share {
+                cause: Cause::DirtyThrottle,
+                ms: 100.0,
+            },
+        ];
+        s.stalls = vec![st];
+        m.snapshot(&s).unwrap();
+        let body = m.render(Exposition::Prometheus);
+        let v = |name: &str, extra: &[&str]| {
+            let l: Vec<&str> = p.iter().chain(extra).copied().collect();
+            value(&body, name, &l)
+        };
+        let sync = ["cause=\"sync\""];
+        assert_eq!(v("stallscope_observed_stalls_total", &sync), Some(1.0));
+        assert_eq!(v("stallscope_observed_stalls_total", &dt), Some(1.0));
+        assert_eq!(
+            v("stallscope_observed_stall_seconds_total", &sync),
+            Some(0.4)
+        );
+        assert_eq!(v("stallscope_observed_stall_seconds_total", &dt), Some(0.6));
     }
 
     #[test]
