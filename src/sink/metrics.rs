@@ -845,6 +845,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)]
     fn observed_processes_are_exported_by_pid_and_comm() {
         use crate::model::cause::Cause;
         use crate::tui::app::fixture::{snapshot, stall};
