@@ -2,6 +2,8 @@
 //! tests that need root (a skip fails when STALLSCOPE_REQUIRE_ROOT_TESTS=1).
 #![allow(dead_code)]
 
+pub mod etcd;
+pub mod observer;
 pub mod pg;
 pub mod sched_truth;
 

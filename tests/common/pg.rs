@@ -40,6 +40,12 @@ impl PgServer {
 
     /// One SQL statement through psql as user postgres; panics on failure.
     pub fn psql(&self, sql: &str) {
+        self.query(sql);
+    }
+
+    /// One SQL statement through psql as user postgres, its result
+    /// unaligned and without headers (`-At`); panics on failure.
+    pub fn query(&self, sql: &str) -> String {
         let out = Command::new("runuser")
             .args(["-u", "postgres", "--", "psql", "-h"])
             .arg(&self.socket_dir)
@@ -48,6 +54,7 @@ impl PgServer {
                 &self.port.to_string(),
                 "-X",
                 "-q",
+                "-At",
                 "-c",
                 sql,
                 "postgres",
@@ -59,6 +66,7 @@ impl PgServer {
             "psql {sql}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// pgbench as user postgres against this server.
@@ -87,7 +95,7 @@ impl Drop for PgServer {
 
 /// PostgreSQL on a loop ext4 capped at `cap_mib` MiB/s, dirty limits
 /// 256M/64M, `pgbench -i -s scale` loaded before the cap (loading is not
-/// what is measured).
+/// what is measured; scale 0: nothing loaded, a fresh cluster).
 pub struct PgLab {
     pub server: PgServer,
     _dirty: Option<DirtyGuard>,
@@ -149,12 +157,14 @@ impl PgLab {
             "pg_ctl start: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let init = server.pgbench(&["-i", "-q", "-s", &scale.to_string()]);
-        assert!(
-            init.status.success(),
-            "pgbench -i: {}",
-            String::from_utf8_lossy(&init.stderr)
-        );
+        if scale > 0 {
+            let init = server.pgbench(&["-i", "-q", "-s", &scale.to_string()]);
+            assert!(
+                init.status.success(),
+                "pgbench -i: {}",
+                String::from_utf8_lossy(&init.stderr)
+            );
+        }
         let cap = BlkioCap::set(fs.major, fs.minor, cap_mib << 20).expect("blkio cap");
         let dirty = DirtyGuard::set_bytes(256 << 20, 64 << 20).expect("dirty limits");
         PgLab {

@@ -1,0 +1,442 @@
+//! stallscope against RocksDB (Debian's `rocksdb-tools` db_bench), issue
+//! #17's scenario: fillrandom with one writer thread, WAL off, 16 MiB
+//! memtables x 2, level0 triggers 2/4/8 and one background job, on a loop
+//! ext4 capped at 20 MiB/s with dirty limits 256M/64M. The flush and
+//! compaction threads (`rocksdb:high`, `rocksdb:low`) wait in fsync for
+//! writeback while the writer sleeps in S: stopped until the flush is done,
+//! or slowed down in 1 ms timer steps. Truth is RocksDB's own accounting
+//! (`rocksdb.stall.micros`, the stats' "Cumulative stall"): the writer's
+//! stall time reported by stallscope must be within 20 % of it, and the
+//! writer's stalls must lead to a background thread's kernel wait.
+//!
+//! db_bench is started stopped (SIGSTOP before exec), so it writes nothing
+//! before stallscope is attached; it is let go once stallscope prints its
+//! first observed line. What both printed is kept in a folder named on
+//! stderr (or `STALLSCOPE_TEST_KEEP`), with a recording for
+//! `stallscope report FILE --svg`.
+
+mod common;
+
+use common::observer::Observer;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long db_bench runs fillrandom (its --duration, seconds).
+const BENCH_S: u64 = 60;
+
+/// Causes that are a kernel wait on the write path (not `app_delay`,
+/// not `unknown`).
+const KERNEL_WAITS: [&str; 6] = [
+    "sync",
+    "writeback_wait",
+    "dirty_throttle",
+    "journal_full",
+    "device",
+    "fault",
+];
+
+/// db_bench, started stopped; killed on drop if still there.
+struct DbBench {
+    pid: u32,
+    exited: Option<i32>,
+}
+
+impl DbBench {
+    /// Starts db_bench on `db`, stopped before it execs (its comm already
+    /// `db_bench`, so stallscope names it right); stdout and stderr go to
+    /// `out`. A raw fork: std's spawn waits for the exec, which a child
+    /// stopped before it never reaches.
+    fn start_stopped(db: &Path, out: &Path) -> DbBench {
+        use std::ffi::CString;
+        use std::os::fd::AsRawFd;
+        let args: Vec<CString> = [
+            "db_bench".to_string(),
+            "--benchmarks=fillrandom,stats".into(),
+            "--threads=1".into(),
+            "--disable_wal=1".into(),
+            "--write_buffer_size=16777216".into(),
+            "--max_write_buffer_number=2".into(),
+            "--level0_file_num_compaction_trigger=2".into(),
+            "--level0_slowdown_writes_trigger=4".into(),
+            "--level0_stop_writes_trigger=8".into(),
+            "--max_background_jobs=1".into(),
+            "--statistics".into(),
+            "--value_size=1000".into(),
+            "--num=1000000000".into(),
+            format!("--duration={BENCH_S}"),
+            format!("--db={}", db.display()),
+        ]
+        .into_iter()
+        .map(|a| CString::new(a).unwrap())
+        .collect();
+        let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let log = std::fs::File::create(out).unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let (log_fd, null_fd) = (log.as_raw_fd(), null.as_raw_fd());
+        // SAFETY: the child makes only async-signal-safe calls (prctl,
+        // dup2, raise, execvp, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe {
+                libc::prctl(libc::PR_SET_NAME, c"db_bench".as_ptr());
+                libc::dup2(null_fd, 0);
+                libc::dup2(log_fd, 1);
+                libc::dup2(log_fd, 2);
+                libc::raise(libc::SIGSTOP);
+                libc::execvp(argv[0], argv.as_ptr());
+                libc::_exit(127);
+            }
+        }
+        let b = DbBench {
+            pid: pid as u32,
+            exited: None,
+        };
+        let mut st = 0;
+        // SAFETY: waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut st, libc::WUNTRACED) };
+        assert!(
+            r == pid && libc::WIFSTOPPED(st),
+            "db_bench did not stop: {st:#x}"
+        );
+        b
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn resume(&self) {
+        // SAFETY: kill with our child's pid.
+        unsafe { libc::kill(self.pid as i32, libc::SIGCONT) };
+    }
+
+    /// Its exit status once it has ended (127: db_bench could not start).
+    fn try_wait(&mut self) -> Option<i32> {
+        if self.exited.is_none() {
+            let mut st = 0;
+            // SAFETY: waitpid on our own child.
+            let r = unsafe { libc::waitpid(self.pid as i32, &mut st, libc::WNOHANG) };
+            if r == self.pid as i32 && (libc::WIFEXITED(st) || libc::WIFSIGNALED(st)) {
+                self.exited = Some(if libc::WIFEXITED(st) {
+                    libc::WEXITSTATUS(st)
+                } else {
+                    128 + libc::WTERMSIG(st)
+                });
+            }
+        }
+        self.exited
+    }
+}
+
+impl Drop for DbBench {
+    fn drop(&mut self) {
+        if self.try_wait().is_none() {
+            // SAFETY: kill and reap our own child.
+            unsafe {
+                libc::kill(self.pid as i32, libc::SIGKILL);
+                libc::waitpid(self.pid as i32, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+}
+
+/// The busiest thread named `db_bench` other than the main thread: the
+/// benchmark's writer (the timer thread, also `db_bench`, hardly runs).
+fn busiest_db_bench_thread(pid: u32) -> Option<(u32, u64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks
+        .filter_map(|t| {
+            let tid: u32 = t.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+            let comm = &stat[stat.find('(')? + 1..stat.rfind(')')?];
+            let f: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+            // utime, stime: fields 14 and 15 of stat, 12 and 13 after comm.
+            let cpu = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            (comm == "db_bench" && tid != pid).then_some((tid, cpu))
+        })
+        .max_by_key(|&(_, cpu)| cpu)
+}
+
+/// RocksDB's own figures, from db_bench's output (`--statistics` and the
+/// `stats` benchmark) and the LOG.
+#[derive(Debug, Default)]
+struct RocksFigures {
+    /// `rocksdb.stall.micros COUNT`, in ms.
+    stall_ms: f64,
+    /// The stats' "Cumulative stall", in ms.
+    cumulative_ms: Option<f64>,
+    /// `Stalls(count)`: level0 slowdowns, level0 stops, memtable stops,
+    /// memtable slowdowns.
+    l0_slowdowns: u64,
+    l0_stops: u64,
+    memtable_stops: u64,
+    memtable_slowdowns: u64,
+    /// The LOG's warnings: "Stalling writes" (slowdown), "Stopping writes".
+    log_stalling: usize,
+    log_stopping: usize,
+    /// The fillrandom line (ops/s, MB/s).
+    fillrandom: String,
+}
+
+fn parse_figures(bench: &str, log: &str) -> RocksFigures {
+    let mut f = RocksFigures::default();
+    for l in bench.lines() {
+        if let Some(v) = l.strip_prefix("rocksdb.stall.micros COUNT : ") {
+            f.stall_ms = v.trim().parse::<f64>().unwrap() / 1e3;
+        } else if let Some(v) = l.strip_prefix("Cumulative stall: ") {
+            // 00:00:57.566 H:M:S, 95.3 percent
+            let hms: Vec<f64> = v
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .split(':')
+                .map(|x| x.parse().unwrap())
+                .collect();
+            f.cumulative_ms = Some((hms[0] * 3600.0 + hms[1] * 60.0 + hms[2]) * 1e3);
+        } else if let Some(v) = l.strip_prefix("Stalls(count): ") {
+            for item in v.split(", ") {
+                let Some((n, what)) = item.split_once(' ') else {
+                    continue;
+                };
+                let n = n.parse().unwrap_or(0);
+                match what {
+                    "level0_slowdown" => f.l0_slowdowns = n,
+                    "level0_numfiles" => f.l0_stops = n,
+                    "memtable_compaction" => f.memtable_stops = n,
+                    "memtable_slowdown" => f.memtable_slowdowns = n,
+                    _ => {}
+                }
+            }
+        } else if l.starts_with("fillrandom") {
+            f.fillrandom = l.split_whitespace().collect::<Vec<_>>().join(" ");
+        }
+    }
+    f.log_stalling = log.matches("Stalling writes").count();
+    f.log_stopping = log.matches("Stopping writes").count();
+    f
+}
+
+/// Where this run's files are kept: `STALLSCOPE_TEST_KEEP`, else a new
+/// folder under the temp dir (not removed, named on stderr).
+fn keep_dir() -> PathBuf {
+    let d = std::env::var_os("STALLSCOPE_TEST_KEEP").map_or_else(
+        || {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            std::env::temp_dir().join(format!("stallscope-rocksdb-{t}"))
+        },
+        PathBuf::from,
+    );
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn ms(s: &Value) -> f64 {
+    s["duration_ms"].as_f64().unwrap_or(0.0)
+}
+
+/// Whether a stall's chain goes through a RocksDB background thread that
+/// was in a kernel write-path wait.
+fn through_background_kernel_wait(s: &Value) -> bool {
+    s["via"].as_array().is_some_and(|hops| {
+        hops.iter().any(|h| {
+            matches!(h["comm"].as_str(), Some("rocksdb:high" | "rocksdb:low"))
+                && h["cause"]
+                    .as_str()
+                    .is_some_and(|c| KERNEL_WAITS.contains(&c))
+        })
+    })
+}
+
+#[test]
+#[allow(clippy::too_many_lines)]
+fn rocksdb_writer_stalls_match_rocksdbs_own_accounting() {
+    let test = "rocksdb_writer_stalls_match_rocksdbs_own_accounting";
+    if !common::need_root(test) {
+        return;
+    }
+    if !common::have("db_bench") {
+        common::skip(test, "db_bench missing (apt-get install rocksdb-tools)");
+        return;
+    }
+    let Some(lab) = common::capped(test, "ext4", 20) else {
+        return;
+    };
+    let keep = keep_dir();
+    let db = lab.fs.mount.join("rocks");
+    let bench = DbBench::start_stopped(&db, &keep.join("db_bench.txt"));
+    let pid = bench.pid();
+    let rec = keep.join("stallscope.rec.jsonl");
+    let mut obs = Observer::start(&[
+        "--observe",
+        &pid.to_string(),
+        "--stall-threshold",
+        "20ms",
+        "--chains",
+        "auto",
+        "--record",
+        &rec.to_string_lossy(),
+    ]);
+    obs.wait_attached(30);
+    let t0 = Instant::now();
+    bench.resume();
+    let mut bench = bench;
+    // The writer is the busiest db_bench thread; look while it runs.
+    let mut writer = None;
+    let status = loop {
+        if let Some(st) = bench.try_wait() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(3) {
+            writer = busiest_db_bench_thread(pid).or(writer);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(BENCH_S * 3),
+            "db_bench still running after {} s",
+            BENCH_S * 3
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let bench_s = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = obs.stop(true);
+    let bench_txt = std::fs::read_to_string(keep.join("db_bench.txt")).unwrap();
+    let log = std::fs::read_to_string(db.join("LOG")).unwrap_or_default();
+    let _ = std::fs::write(keep.join("LOG"), &log);
+    let _ = std::fs::write(keep.join("stallscope.jsonl"), &out.stdout);
+    let _ = std::fs::write(keep.join("stallscope.err"), &out.stderr);
+    let svg = keep.join("rocksdb.svg");
+    let report = common::bin()
+        .args(["report", &rec.to_string_lossy(), "--svg"])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let _ = std::fs::write(keep.join("report.txt"), &report.stdout);
+    drop(lab);
+    assert_eq!(status, 0, "db_bench: {bench_txt}");
+    assert!(out.success, "stallscope: {}", out.stderr);
+    assert!(
+        report.status.success(),
+        "report: {}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let (writer, _) = writer.expect("the writer thread was seen");
+    let rocks = parse_figures(&bench_txt, &log);
+
+    let stalls: Vec<&Value> = out.of("stall").collect();
+    let mine: Vec<&Value> = stalls
+        .iter()
+        .copied()
+        .filter(|s| s["tid"].as_u64() == Some(u64::from(writer)))
+        .collect();
+    let writer_ms: f64 = mine.iter().map(|s| ms(s)).sum();
+    let chained = mine
+        .iter()
+        .filter(|s| through_background_kernel_wait(s))
+        .count();
+    let share = |cause: &str| -> f64 {
+        mine.iter()
+            .flat_map(|s| s["shares"].as_array().into_iter().flatten())
+            .filter(|sh| sh["cause"] == cause)
+            .filter_map(|sh| sh["ms"].as_f64())
+            .sum()
+    };
+    let by_thread = |name: &str| -> (usize, f64) {
+        let v: Vec<&&Value> = stalls.iter().filter(|s| s["thread_comm"] == name).collect();
+        (v.len(), v.iter().map(|s| ms(s)).sum())
+    };
+    let (high_n, high_ms) = by_thread("rocksdb:high");
+    let (low_n, low_ms) = by_thread("rocksdb:low");
+    let ratio = writer_ms / rocks.stall_ms;
+    let cum = rocks
+        .cumulative_ms
+        .map_or("?".into(), |c| format!("{:.1}", c / 1e3));
+    eprintln!(
+        "\nRocksDB db_bench on a 20 MiB/s ext4 (dirty 256M/64M), {bench_s:.1} s, writer thread {writer} (db_bench)\n\
+         {:<44} {:>12} {:>12}\n\
+         {:<44} {:>12.1} {:>12.1}   ratio {ratio:.3}\n\
+         {:<44} {:>12} {:>12.1}\n\
+         {:<44} {:>12} {:>12.1}\n\
+         {:<44} {:>12} {:>12}\n\
+         {:<44} {:>12} {:>12}\n\
+         {:<44} {:>12} {:>12}\n\
+         {:<44} {:>12} {:>12}\n\
+         {:<44} {:>12} {:>12.1}\n\
+         {:<44} {:>12} {:>12.1}\n\
+         fillrandom: {}\nfiles: {}  (chart: {})\n",
+        "",
+        "RocksDB",
+        "stallscope",
+        "writer stalled, s (stall.micros | sum of stalls)",
+        rocks.stall_ms / 1e3,
+        writer_ms / 1e3,
+        "  Cumulative stall, s | of which app_delay",
+        cum,
+        share("app_delay") / 1e3,
+        "  | of which kernel waits via other threads",
+        "",
+        KERNEL_WAITS.iter().map(|c| share(c)).sum::<f64>() / 1e3,
+        "level0 slowdowns | memtable stops (Stalls(count))",
+        rocks.l0_slowdowns,
+        rocks.memtable_stops,
+        "level0 stops | memtable slowdowns",
+        rocks.l0_stops,
+        rocks.memtable_slowdowns,
+        "LOG: 'Stalling writes' | 'Stopping writes'",
+        rocks.log_stalling,
+        rocks.log_stopping,
+        "writer stalls (lines) | through rocksdb:high/low",
+        mine.len(),
+        chained,
+        "rocksdb:high stalls | s",
+        high_n,
+        high_ms / 1e3,
+        "rocksdb:low stalls | s",
+        low_n,
+        low_ms / 1e3,
+        rocks.fillrandom,
+        keep.display(),
+        svg.display(),
+    );
+    assert!(
+        rocks.stall_ms > 5_000.0,
+        "the scenario stalls RocksDB: {} ms",
+        rocks.stall_ms
+    );
+    assert!(
+        (0.8..=1.2).contains(&ratio),
+        "writer stall {writer_ms:.0} ms vs rocksdb.stall.micros {:.0} ms (ratio {ratio:.3}); files in {}",
+        rocks.stall_ms,
+        keep.display()
+    );
+    assert!(
+        chained > 0,
+        "a writer stall leads to rocksdb:high/low in a kernel wait; files in {}",
+        keep.display()
+    );
+}
+
+#[test]
+fn rocksdb_figures_parse() {
+    let bench = "fillrandom   :     144.795 micros/op 6906 ops/sec 60.380 seconds 416999 operations;    6.7 MB/s\n\
+        Stalls(count): 13 level0_slowdown, 13 level0_slowdown_with_compaction, 0 level0_numfiles, 0 level0_numfiles_with_compaction, 0 stop for pending_compaction_bytes, 0 slowdown for pending_compaction_bytes, 23 memtable_compaction, 0 memtable_slowdown, interval 31 total count\n\
+        Cumulative stall: 00:01:57.566 H:M:S, 95.3 percent\n\
+        rocksdb.l0.num.files.stall.micros COUNT : 0\n\
+        rocksdb.stall.micros COUNT : 57566232\n";
+    let log = "x [WARN] Stalling writes because we have 4 level-0 files\n\
+        x [WARN] Stopping writes because we have 2 immutable memtables\n\
+        x [WARN] Stopping writes because we have 2 immutable memtables\n";
+    let f = parse_figures(bench, log);
+    assert!((f.stall_ms - 57566.232).abs() < 1e-6);
+    assert_eq!(f.cumulative_ms, Some(117_566.0));
+    assert_eq!((f.l0_slowdowns, f.l0_stops), (13, 0));
+    assert_eq!((f.memtable_stops, f.memtable_slowdowns), (23, 0));
+    assert_eq!((f.log_stalling, f.log_stopping), (1, 2));
+    assert!(f.fillrandom.starts_with("fillrandom : 144.795 micros/op"));
+}
