@@ -20,12 +20,18 @@ use crate::model::cause::{
 use std::collections::{HashMap, VecDeque};
 
 /// The waker must have left its wait at most this long before it woke the
-/// sleeper: it went straight from the wait to the wakeup.
-pub const WAKE_GAP_NS: u64 = 10_000_000;
+/// sleeper: it went (nearly) straight from the wait to the wakeup. RocksDB's
+/// flush thread takes 10–20 ms after its fdatasync (the manifest, the
+/// version) before it wakes the writer.
+pub const WAKE_GAP_NS: u64 = 20_000_000;
 /// The waker's waits must cover at least this share of a sleep for it to
 /// be a stall: a thread that waited mostly for another one's work on the
 /// CPU (a main thread joining its workers) is not stalled on writes.
 pub const MIN_COVERED: f64 = 0.5;
+/// And its longest wait alone a quarter: a main thread joining a worker
+/// that stalled now and then (hundreds of short waits) waited for the
+/// worker, not for one write.
+pub const MAIN_COVERED: f64 = 0.25;
 /// Chains are walked this many hops deep.
 pub const MAX_HOPS: usize = 4;
 /// Waits kept per thread, and for how long, to explain later wakeups.
@@ -195,7 +201,13 @@ impl Chains {
             return None;
         }
         if let Some(s) = self.steps.get_mut(&tid) {
-            s.closed = true;
+            if dur <= DELAY_STEP_NS.1 && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS {
+                // A short wait between steps (the mutex the application
+                // takes to check again) is part of the delay.
+                s.end_ns = t_ns;
+            } else {
+                s.closed = true;
+            }
         }
         if dur < self.threshold_ns || irq || waker == 0 || waker == tid {
             return None;
@@ -266,6 +278,12 @@ impl Chains {
         if end - last.end_ns > WAKE_GAP_NS {
             return None;
         }
+        // A chain back to the sleeper: it waited for work its own earlier
+        // work held up (a flush thread idle while the writer it woke waited
+        // for its last flush), not for a write to finish.
+        if waits.iter().any(|w| w.via.iter().any(|h| h.tid == tid)) {
+            return None;
+        }
         let dur_ms = (end - start) as f64 / 1e6;
         let mut shares = Vec::new();
         let mut covered = 0.0;
@@ -298,6 +316,9 @@ impl Chains {
             .iter()
             .max_by_key(|w| w.overlap(start, end))
             .unwrap_or(last);
+        if (main.overlap(start, end) as f64 / 1e6) < MAIN_COVERED * dur_ms {
+            return None;
+        }
         let mut via = vec![main.hop(covered)];
         via.extend(main.via.iter().cloned());
         via.truncate(MAX_HOPS);
@@ -498,6 +519,29 @@ mod tests {
             unknown.is_some_and(|u| u.ms > 50.0 && u.ms < 70.0),
             "{top:?}"
         );
+    }
+
+    #[test]
+    fn waiting_mostly_for_cpu_work_or_for_oneself_is_not_a_stall() {
+        let mut c = Chains::new(20 * MS);
+        // 20 slept 1.2 s; 10's only wait in it was 100 ms of fsync.
+        c.sleep(1, 20, 0, "main");
+        c.add_run(fsync_run(10, 1_090, 1_190));
+        assert!(c.wake(20, 1_200 * MS, (10, false), None).is_none());
+        // 21 slept 1 s; 10 waited 40 times 20 ms: 80 % covered, but by
+        // no wait longer than 2 %: it joined a worker, not a write.
+        c.sleep(1, 21, 2_000 * MS, "main");
+        for i in 0..40 {
+            c.add_run(fsync_run(10, 2_000 + i * 25, 2_020 + i * 25));
+        }
+        assert!(c.wake(21, 3_000 * MS, (10, false), None).is_none());
+        // 13 (a flush thread) idle; 12 waited for 13's last fsync, then
+        // gave 13 work: 13 did not wait for a write.
+        c.sleep(1, 13, 2_000 * MS, "flusher");
+        c.sleep(1, 12, 2_010 * MS, "writer");
+        c.add_run(fsync_run(13, 1_990, 2_400));
+        assert!(c.wake(12, 2_401 * MS, (13, false), None).is_some());
+        assert!(c.wake(13, 2_402 * MS, (12, false), None).is_none());
     }
 
     #[test]

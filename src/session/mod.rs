@@ -864,6 +864,12 @@ impl Session {
             for ev in t.drain() {
                 agg.fold_trace(clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
             }
+            if t.lost_events() > 0 {
+                crate::base::error::note!(
+                    "stallscope: the kernel dropped {} trace events (its buffer overran between reads): stalls and causes of those moments may be missing",
+                    t.lost_events()
+                );
+            }
         }
         drop(trace);
         // What finished while stopping joins the last interval (the fold
