@@ -14,6 +14,8 @@
 # (kernel.bpf_stats_enabled=1, bpftool's run_time_ns), the postgres
 # processes' CPU per transaction (the traced tasks pay the tracing in
 # their own context), context switches per second, and pgbench's tps.
+# (perf cannot help on a VM without a PMU: cpu-clock samples never land
+# in the scheduler's tracepoints, which run with interrupts off.)
 #
 # Usage (root): scripts/chain-cost.sh [rounds=3] [seconds=20] [cap=20MiB]
 #   CHAIN_COST_KSTACK=1 adds a leg with offwake.bt keyed by kernel stack.
@@ -102,8 +104,9 @@ proc_cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # plus what the postmaster reaped from backends that exited
 # (cutime+cstime). (Other PostgreSQL servers may run on the machine.)
 pg_cpu() {
-  { awk -v pm="$postmaster" '$2 == "(postgres)" && ($1 == pm || $4 == pm) {s += $14+$15} END {print s+0}' \
-      /proc/[0-9]*/stat 2>/dev/null || true; } |
+  # (cat, not awk FILES: mawk stops at the first process that went away.)
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } |
+    awk -v pm="$postmaster" '$2 == "(postgres)" && ($1 == pm || $4 == pm) {s += $14+$15} END {print s+0}' |
     awk -v pm="$(awk '{print $16+$17}' "/proc/$postmaster/stat")" '{print $1+pm}'
 }
 bpf_ids() { bpftool prog show | awk -F: '/^[0-9]+:/ {print $1}' | sort -n; }
