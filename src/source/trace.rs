@@ -508,6 +508,12 @@ impl TraceSession {
             }
             return Ok(());
         }
+        // The instance's pid list first: a bitmap test that drops the
+        // machine's other switches and wakeups before any filter runs
+        // (switches in or out of a listed task, wakings of one pass it;
+        // the filters below keep exactly ours).
+        let pids: String = tids.iter().map(|t| format!("{t} ")).collect();
+        write_file(at, "set_event_pid", pids.trim_end())?;
         write_file(at, "events/sched/sched_switch/filter", &switch)?;
         write_file(at, "events/sched/sched_waking/filter", &woken)?;
         for e in SCHED_EVENTS {
