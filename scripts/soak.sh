@@ -43,7 +43,7 @@ while kill -0 "$pid" 2>/dev/null; do
   disk=$(du -sk "$target"/.stallscope-* 2>/dev/null | awk '{s += $1} END {print s + 0}')
   printf '%6d %10d %5d %12d\n' "$t" "$rss" "$fds" "$disk" | tee -a "$samples"
 done
-wait "$pid"; rc=$?; pid=""
+rc=0; wait "$pid" || rc=$?; pid=""
 [ "$rc" = 0 ] || { echo "soak: stallscope exited $rc"; cat "$work/err.txt"; exit 1; }
 python3 - "$samples" "$budget" "$minutes" <<'PY'
 import sys

@@ -647,8 +647,19 @@ impl Aggregator {
                 .collect();
             self.gone
                 .extend(left.into_iter().map(|(tid, pid)| (tid, (pid, now))));
-            self.gone
-                .retain(|_, (_, since)| now.saturating_sub(*since) < GONE_GRACE_NS);
+            let expired: Vec<u32> = self
+                .gone
+                .iter()
+                .filter(|(_, (_, since))| now.saturating_sub(*since) >= GONE_GRACE_NS)
+                .map(|(tid, _)| *tid)
+                .collect();
+            for tid in expired {
+                self.gone.remove(&tid);
+                // Its waits no longer explain anyone's sleep.
+                if let Some(c) = self.chains.as_mut() {
+                    c.forget(tid);
+                }
+            }
             self.tids.retain(|_, o| !matches!(o, Owner::Process(_)));
             for (tid, pid) in tids {
                 self.gone.remove(&tid);
