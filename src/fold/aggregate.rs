@@ -452,7 +452,7 @@ impl Aggregator {
         }
         let current = self.blocks.last_run(waker.0).map(span_of);
         let woken = c.wake(tid, t_ns, waker, current);
-        self.learn_waker(tid, t_ns, waker);
+        self.learn_waker(t_ns, waker);
         match woken {
             // A waker's own stalls only explain others'.
             Some(st) if st.pid != WAKER_PID => self.chain_done(st),
@@ -463,14 +463,11 @@ impl Aggregator {
     /// A watched thread (not a waker) woken from a long sleep by a task
     /// we do not trace: trace that task from now on, so that its waits can
     /// explain the next such sleep.
-    fn learn_waker(&mut self, tid: u32, t_ns: u64, (waker, irq): (u32, bool)) {
+    fn learn_waker(&mut self, t_ns: u64, (waker, irq): (u32, bool)) {
         if irq || waker == 0 || self.process_of(waker).is_some() {
             if let Some(seen) = self.wakers.get_mut(&waker) {
                 *seen = t_ns;
             }
-            return;
-        }
-        if self.wakers.contains_key(&tid) {
             return;
         }
         if self.wakers.len() >= MAX_WAKERS {

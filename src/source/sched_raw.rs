@@ -156,24 +156,20 @@ pub fn parse_page(page: &[u8], fmt: &SchedFormat, out: &mut Vec<TraceEvent>) -> 
                 ts = (ts & !((1u64 << 59) - 1)) | abs;
                 at += 8;
             }
-            0 => {
+            data => {
                 ts += delta;
-                let Some(n) = array else { break };
-                let n = (n as usize).saturating_sub(4);
-                let body = at + 8;
+                // Up to 28 words: the length is in the header; beyond, in
+                // `array` (counting itself) and the record follows it.
+                let (body, n) = if data == 0 {
+                    let Some(n) = array else { break };
+                    (at + 8, (n as usize).saturating_sub(4))
+                } else {
+                    (at + 4, data as usize * 4)
+                };
                 if let Some(rec) = page.get(body..(body + n).min(end)) {
                     decode(rec, ts, fmt, out);
                 }
                 at = body + n.div_ceil(4) * 4;
-            }
-            n => {
-                ts += delta;
-                let body = at + 4;
-                let n = n as usize * 4;
-                if let Some(rec) = page.get(body..(body + n).min(end)) {
-                    decode(rec, ts, fmt, out);
-                }
-                at = body + n;
             }
         }
     }
