@@ -36,7 +36,6 @@ command -v bpftool >/dev/null || { echo "bpftool missing (apt-get install bpftoo
 cargo build --release --quiet
 bin=${CARGO_TARGET_DIR:-target}/release/stallscope
 lab=/var/tmp/lab-cost
-pgdata=$lab/mnt/ext4/pg
 port=54393
 tr=/sys/kernel/tracing
 out=$(mktemp -d /tmp/chain-cost.XXXXXX)
@@ -54,12 +53,14 @@ fi
 stats_old=$(sysctl -n kernel.bpf_stats_enabled)
 observer=""
 ours=()   # stallscope pids: their tracefs instances must be gone
+# shellcheck source=scripts/pg-lab.sh
+. scripts/pg-lab.sh
 cleanup() {
   set +e
   if [ -n "$observer" ] && kill -0 "$observer" 2>/dev/null; then
     kill -INT "$observer"; wait "$observer"
   fi
-  runuser -u postgres -- "$pgbin/pg_ctl" -D "$pgdata" stop -m immediate -w >/dev/null 2>&1
+  pg_stop
   "$bin" lab down --dir "$lab" >/dev/null 2>&1
   if ! grep -q " $lab/" /proc/mounts; then rm -rf --one-file-system "$lab"; fi
   sysctl -q kernel.bpf_stats_enabled="$stats_old"
@@ -76,22 +77,7 @@ trap 'exit 130' INT TERM
 is_tracefs() { [ "$(stat -f -c %T "$tr" 2>/dev/null)" = tracefs ]; }
 
 "$bin" lab down --dir "$lab" >/dev/null 2>&1 || true
-"$bin" lab up --dir "$lab" --fs ext4 --size 4GiB --cap "$cap" --dirty-bytes 256M >/dev/null
-chmod 755 "$lab"
-install -d -o postgres -g postgres "$pgdata" "$lab/sock"
-runuser -u postgres -- "$pgbin/initdb" -A trust -D "$pgdata" >/dev/null
-cat >> "$pgdata/postgresql.conf" <<EOC
-shared_buffers = 512MB
-checkpoint_timeout = 30s
-max_wal_size = 4GB
-listen_addresses = ''
-port = $port
-unix_socket_directories = '$lab/sock'
-EOC
-runuser -u postgres -- "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" start -w >/dev/null
-bench() { runuser -u postgres -- pgbench -h "$lab/sock" -p $port "$@" postgres; }
-psql_() { runuser -u postgres -- psql -h "$lab/sock" -p $port -qAtX -c "$1" postgres; }
-bench -i -q -s 10 >/dev/null 2>&1
+pg_lab_up
 sysctl -q kernel.bpf_stats_enabled=1
 ticks=$(getconf CLK_TCK)
 postmaster=$(head -1 "$pgdata/postmaster.pid")

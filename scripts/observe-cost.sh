@@ -20,26 +20,15 @@ bin=${CARGO_TARGET_DIR:-target}/release/stallscope
 lab=$(mktemp -d /var/tmp/observe-cost.XXXXXX)
 chmod 755 "$lab"
 port=54391
+# shellcheck source=scripts/pg-lab.sh
+. scripts/pg-lab.sh
 cleanup() {
-  runuser -u postgres -- "$pgbin/pg_ctl" -D "$lab/mnt/ext4/pg" stop -m immediate -w >/dev/null 2>&1 || true
+  pg_stop
   "$bin" lab down --dir "$lab" >/dev/null 2>&1 || true
   rm -rf "$lab"
 }
 trap cleanup EXIT
-"$bin" lab up --dir "$lab" --fs ext4 --size 4GiB --cap "$cap" --dirty-bytes 256M >/dev/null
-install -d -o postgres -g postgres "$lab/mnt/ext4/pg" "$lab/sock"
-runuser -u postgres -- "$pgbin/initdb" -A trust -D "$lab/mnt/ext4/pg" >/dev/null
-cat >> "$lab/mnt/ext4/pg/postgresql.conf" <<EOC
-shared_buffers = 512MB
-checkpoint_timeout = 30s
-max_wal_size = 4GB
-listen_addresses = ''
-port = $port
-unix_socket_directories = '$lab/sock'
-EOC
-runuser -u postgres -- "$pgbin/pg_ctl" -D "$lab/mnt/ext4/pg" -l "$lab/mnt/ext4/pg/server.log" start -w >/dev/null
-bench() { runuser -u postgres -- pgbench -h "$lab/sock" -p $port "$@" postgres; }
-bench -i -q -s 10 >/dev/null 2>&1
+pg_lab_up
 ticks=$(getconf CLK_TCK)
 
 # One round: pgbench for $secs with stallscope in mode $1 (none, sampled,
