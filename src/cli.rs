@@ -348,7 +348,7 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "NAME")]
     pub observe_name: Vec<String>,
 
-    /// How often observed threads are sampled [default: 50ms].
+    /// How often observed threads are sampled from /proc [default: 50ms; as root, with the scheduler's events timing blocks, 200ms or this if slower].
     #[arg(long, value_name = "DUR")]
     pub observe_every: Option<Dur>,
 

@@ -372,6 +372,26 @@ impl Aggregator {
         self.chains = chains.then(|| Chains::new(threshold_ns));
     }
 
+    /// Threads blocked now (scheduler timing) for a millisecond or more,
+    /// at `now_ns`, whose wait no stack names yet: the session reads their
+    /// kernel stacks (`block_stack`). Not only blocks that may become
+    /// stalls: a waker's short waits (a WAL writer's fdatasync) name what
+    /// the threads waiting for it waited on. Younger blocks are mostly
+    /// over by the time their stack is read.
+    pub fn blocks_wanting_stack(&self, now_ns: u64) -> Vec<u32> {
+        match self.sched {
+            Some(_) => self
+                .blocks
+                .wanting_stack(now_ns, crate::fold::blocks::MERGE_GAP_NS),
+            None => Vec::new(),
+        }
+    }
+
+    /// The kernel stack of a thread `blocks_wanting_stack` named.
+    pub fn block_stack(&mut self, tid: u32, stack: String) {
+        self.blocks.stack(tid, stack);
+    }
+
     /// How observed threads' blocks are timed.
     pub fn timing(&self) -> BlockTiming {
         if self.sched.is_some() {
@@ -447,12 +467,15 @@ impl Aggregator {
         let Some(c) = self.chains.as_mut() else {
             return;
         };
-        if !c.is_asleep(tid) {
+        let Some(since) = c.asleep_since(tid) else {
             return;
-        }
+        };
+        let long = c.is_long(since, t_ns);
         let current = self.blocks.last_run(waker.0).map(span_of);
         let woken = c.wake(tid, t_ns, waker, current);
-        self.learn_waker(t_ns, waker);
+        if long {
+            self.learn_waker(t_ns, waker);
+        }
         match woken {
             // A waker's own stalls only explain others'.
             Some(st) if st.pid != WAKER_PID => self.chain_done(st),

@@ -155,6 +155,40 @@ impl BlockTimer {
         (self.runs.insert(tid, run), dur)
     }
 
+    /// Threads whose block has lasted, with the run it extends, at least
+    /// `min_ns` at `now_ns`, and whose wait no stack names yet: the ones
+    /// whose kernel stack is worth reading now. (Reading every blocked
+    /// thread's stack would cost more than the events: a busy database has
+    /// thousands of short blocks a second.)
+    pub fn wanting_stack(&self, now_ns: u64, min_ns: u64) -> Vec<u32> {
+        let named = |s: &Option<String>| s.as_deref().and_then(|s| read_stack(s).cause).is_some();
+        let mut v: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(tid, o)| {
+                if named(&o.stack) {
+                    return false;
+                }
+                let start = match self.runs.get(tid) {
+                    Some(r)
+                        if r.end_ns
+                            .is_some_and(|e| o.start_ns.saturating_sub(e) <= MERGE_GAP_NS) =>
+                    {
+                        if named(&r.stack) {
+                            return false;
+                        }
+                        r.start_ns
+                    }
+                    _ => o.start_ns,
+                };
+                now_ns.saturating_sub(start) >= min_ns
+            })
+            .map(|(tid, _)| *tid)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Whether `tid` is in a block (switched out in D, not woken yet).
     pub fn is_open(&self, tid: u32) -> bool {
         self.open.contains_key(&tid)
@@ -320,5 +354,32 @@ mod tests {
         assert_eq!((on.len(), on[0].end_ns, on[0].start_ns), (1, None, 10 * MS));
         b.forget(9);
         assert!(b.ongoing().is_empty());
+    }
+
+    #[test]
+    fn stacks_are_wanted_of_blocks_old_enough_until_one_names_the_wait() {
+        let mut b = BlockTimer::default();
+        b.block(1, 7, 0, "postgres");
+        assert!(b.wanting_stack(10 * MS, 25 * MS).is_empty(), "too young");
+        assert_eq!(b.wanting_stack(30 * MS, 25 * MS), vec![7]);
+        b.stack(7, "schedule".into());
+        assert_eq!(b.wanting_stack(40 * MS, 25 * MS), vec![7], "names no wait");
+        // A run of short page waits is old enough as a whole.
+        b.block(1, 8, 0, "postgres");
+        b.wake(8, 5 * MS, w());
+        b.block(1, 8, 5 * MS + MS / 2, "postgres");
+        assert_eq!(b.wanting_stack(30 * MS, 25 * MS), vec![7, 8]);
+        b.wake(7, 41 * MS, w());
+        b.block(1, 7, 41 * MS + MS / 2, "postgres");
+        b.stack(
+            7,
+            "folio_wait_writeback < file_write_and_wait_range < do_fsync".into(),
+        );
+        b.block(1, 9, 10 * MS, "postgres");
+        assert_eq!(
+            b.wanting_stack(50 * MS, 25 * MS),
+            vec![8, 9],
+            "7's run has its wait named"
+        );
     }
 }

@@ -163,9 +163,14 @@ impl Chains {
         );
     }
 
-    /// Whether `tid` is asleep in S as far as the events tell.
-    pub fn is_asleep(&self, tid: u32) -> bool {
-        self.asleep.contains_key(&tid)
+    /// Since when `tid` is asleep in S as far as the events tell.
+    pub fn asleep_since(&self, tid: u32) -> Option<u64> {
+        self.asleep.get(&tid).map(|a| a.start_ns)
+    }
+
+    /// Whether a sleep from `start_ns` to `end_ns` is long enough to be a stall.
+    pub fn is_long(&self, start_ns: u64, end_ns: u64) -> bool {
+        end_ns.saturating_sub(start_ns) >= self.threshold_ns
     }
 
     /// A D run of a watched thread ended: kept to explain the sleeps of

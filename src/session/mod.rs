@@ -10,6 +10,7 @@ use crate::fold::aggregate::{Aggregator, TargetState};
 use crate::model::control::{Control, Notice};
 use crate::model::kernel::Device;
 use crate::model::msg::{Handover, Msg, Timing};
+use crate::model::observed::BlockTiming;
 use crate::model::snapshot::{Summary, TargetMeta};
 use crate::sink::Sink;
 use crate::source::mounts::describe;
@@ -23,6 +24,12 @@ use crossbeam::channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender}
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// With scheduler timing: how often the trace is drained and blocked
+/// threads' stacks are looked at (at least), and the /proc sampler's
+/// slower pace (`Observer::set_every`).
+const STACK_LOOK_EVERY: Duration = Duration::from_millis(50);
+const SCHED_OBSERVE_EVERY: Duration = crate::source::observe::DISCOVER_EVERY;
 
 /// A target ready to be written: its scratch folder exists.
 pub struct PreparedTarget {
@@ -247,6 +254,8 @@ pub struct Session {
     /// The first raw kernel sample (a recording's header keeps it).
     pub start_sample: crate::model::kernel::ProcSample,
     trace: Option<TraceSession>,
+    /// The events of one drain, kept between steps (`drain_into`).
+    trace_buf: Vec<crate::model::kernel::TraceEvent>,
     /// Why tracing is unavailable, if it is.
     pub trace_error: Option<String>,
     /// Observe mode: the sampler of the watched processes and their
@@ -338,6 +347,7 @@ impl Session {
             sampler,
             start_sample,
             trace: None,
+            trace_buf: Vec::new(),
             trace_error: None,
             observer,
             obs_tids: Vec::new(),
@@ -357,9 +367,13 @@ impl Session {
                 let chains = self.cfg.chains == crate::config::Chains::Auto;
                 if !self.prepared.watched.is_empty() && sched_wanted {
                     match t.enable_sched(chains) {
-                        Ok(()) => self
-                            .agg
-                            .set_sched_timing(self.timing.threshold.as_nanos() as u64, chains),
+                        Ok(()) => {
+                            self.agg
+                                .set_sched_timing(self.timing.threshold.as_nanos() as u64, chains);
+                            if let Some(o) = &self.observer {
+                                o.set_every(self.cfg.observe_every.0.max(SCHED_OBSERVE_EVERY));
+                            }
+                        }
                         Err(why) => self.notes.push(format!(
                             "{why}; blocking times stay sampled and wake-up chains are off"
                         )),
@@ -772,16 +786,18 @@ impl Session {
             self.sample(now);
         }
         self.drain_trace();
+        self.read_block_stacks();
         let next_tick =
             (now / self.interval_ns + 1) * self.interval_ns + crate::fold::aggregate::GRACE_NS;
         let mut wait = next_tick.min(self.next_boundary).saturating_sub(now);
         if let Some(e) = end_ns {
             wait = wait.min(e.saturating_sub(now));
         }
-        match self
-            .rx
-            .recv_timeout(Duration::from_nanos(wait).min(Duration::from_millis(100)))
-        {
+        let most = match self.agg.timing() {
+            BlockTiming::Sched => STACK_LOOK_EVERY,
+            BlockTiming::Sampled => Duration::from_millis(100),
+        };
+        match self.rx.recv_timeout(Duration::from_nanos(wait).min(most)) {
             Ok(m) => {
                 self.agg.fold(m);
                 for m in self.rx.try_iter().take(10_000) {
@@ -819,9 +835,22 @@ impl Session {
         }
     }
 
+    /// Scheduler timing: the kernel stacks of observed threads blocked
+    /// long enough to matter, read while they still wait (the events give
+    /// the times, the stack names the wait).
+    fn read_block_stacks(&mut self) {
+        for tid in self.agg.blocks_wanting_stack(self.now_ns()) {
+            // /proc/TID serves any thread, not only a process's first.
+            if let Some(st) = crate::source::watchdog::task_stack(&format!("/proc/{tid}")) {
+                self.agg.block_stack(tid, st);
+            }
+        }
+    }
+
     fn drain_trace(&mut self) {
         if let Some(t) = self.trace.as_mut() {
-            for ev in t.drain() {
+            t.drain_into(&mut self.trace_buf);
+            for ev in self.trace_buf.drain(..) {
                 self.agg
                     .fold_trace(self.clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
             }

@@ -9,7 +9,9 @@
 //! (root) or its wchan, and the aggregator attributes it with the same rules
 //! as our own writers' stalls, adding the tracefs events of that thread id.
 //! A run's duration is the time from its first D sample to the first sample
-//! that is not D, so it is known to ± one sample period.
+//! that is not D, so it is known to ± one sample period. When the
+//! scheduler's events time the blocks (root), the session slows the
+//! sampler down (`set_every`) and reads blocked threads' stacks itself.
 //!
 //! Parsing and run detection are pure; only `Observer` touches /proc.
 
@@ -23,7 +25,7 @@ use crate::model::stall::{Blocked, Who};
 use crossbeam::channel::Sender;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -384,6 +386,8 @@ fn proc_tick(
 /// The sampler thread of observe mode.
 pub struct Observer {
     stop: Arc<AtomicBool>,
+    /// Its period in ns (`set_every`).
+    every_ns: Arc<AtomicU64>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -397,15 +401,27 @@ impl Observer {
         tx: Sender<Msg>,
     ) -> Observer {
         let stop = Arc::new(AtomicBool::new(false));
-        let st = stop.clone();
+        let every_ns = Arc::new(AtomicU64::new(every.as_nanos() as u64));
+        let (st, ev) = (stop.clone(), every_ns.clone());
         let handle = std::thread::Builder::new()
             .name("ss-observe".into())
-            .spawn(move || sample_loop(&watched, follow, every, threshold, clock, &tx, &st))
+            .spawn(move || sample_loop(&watched, follow, &ev, threshold, clock, &tx, &st))
             .expect("spawn observer");
         Observer {
             stop,
+            every_ns,
             handle: Some(handle),
         }
+    }
+
+    /// Samples every `every` from the next sample on. With the scheduler's
+    /// events timing the blocks the sampler is needed only for faults,
+    /// write_bytes, threads that come and go and blocks the events did not
+    /// see start, which a slower pace serves as well at a quarter of the
+    /// cost (the session reads the stacks of blocked threads itself).
+    pub fn set_every(&self, every: Duration) {
+        self.every_ns
+            .store(every.as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -554,7 +570,7 @@ pub const DISCOVER_EVERY: Duration = Duration::from_millis(200);
 fn sample_loop(
     watched: &[Watched],
     follow: Follow,
-    every: Duration,
+    every_ns: &AtomicU64,
     threshold: Duration,
     clock: Clock,
     tx: &Sender<Msg>,
@@ -573,7 +589,7 @@ fn sample_loop(
         if tx.send(Msg::Observe(Box::new(tick))).is_err() {
             return;
         }
-        next += every.as_nanos() as u64;
+        next += every_ns.load(Ordering::Relaxed);
         let now = clock.now_ns();
         if next > now {
             std::thread::sleep(Duration::from_nanos(next - now));

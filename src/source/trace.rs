@@ -232,6 +232,8 @@ pub struct TraceSession {
     mounted_by_us: bool,
     pipe: Option<File>,
     partial: Vec<u8>,
+    /// The text pipe's read buffer, kept between drains.
+    chunk: Vec<u8>,
     lost: u64,
     /// The scheduler's events are on (`enable_sched`).
     sched: bool,
@@ -282,6 +284,7 @@ impl TraceSession {
             mounted_by_us,
             pipe: None,
             partial: Vec::new(),
+            chunk: Vec::new(),
             lost: 0,
             sched: false,
             chains: false,
@@ -351,51 +354,61 @@ impl TraceSession {
         self.set_filter("writeback_start", &by_bdi)
     }
 
-    /// Everything traced as text since the last call, parsed; never blocks
-    /// (the pipe is O_NONBLOCK, EAGAIN means nothing new). A partial last
-    /// line waits for the next call.
-    fn drain_text(&mut self) -> Vec<TraceEvent> {
+    /// Everything traced as text since the last call, parsed, appended to
+    /// `out`; never blocks (the pipe is O_NONBLOCK, EAGAIN means nothing
+    /// new). A partial last line waits for the next call.
+    fn drain_text(&mut self, out: &mut Vec<TraceEvent>) {
         let Some(pipe) = self.pipe.as_mut() else {
-            return Vec::new();
+            return;
         };
-        let mut chunk = vec![0u8; 64 << 10];
+        self.chunk.resize(64 << 10, 0);
         let mut total = 0;
         while total < DRAIN_MAX_BYTES {
-            match pipe.read(&mut chunk) {
+            match pipe.read(&mut self.chunk) {
                 Ok(0) => break,
                 Ok(n) => {
                     total += n;
-                    self.partial.extend_from_slice(&chunk[..n]);
+                    self.partial.extend_from_slice(&self.chunk[..n]);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => break, // EAGAIN: caught up
             }
         }
         let Some(last_nl) = self.partial.iter().rposition(|&b| b == b'\n') else {
-            return Vec::new();
+            return;
         };
-        let complete: Vec<u8> = self.partial.drain(..=last_nl).collect();
-        let mut out = Vec::new();
-        for line in String::from_utf8_lossy(&complete).lines() {
+        for line in String::from_utf8_lossy(&self.partial[..=last_nl]).lines() {
             if let Some(ev) = parse_line(line) {
                 out.push(ev);
             } else if let Some(n) = parse_lost(line) {
                 self.lost += n;
             }
         }
+        self.partial.drain(..=last_nl);
+    }
+
+    /// What `drain_into` gives, in a new vector.
+    pub fn drain(&mut self) -> Vec<TraceEvent> {
+        let mut out = Vec::new();
+        self.drain_into(&mut out);
         out
     }
 
-    /// What `drain_text` gives, and the scheduler's raw events up to the
-    /// moment this call began (later ones wait for the next call, when
-    /// every CPU's buffer has its events up to then), by time.
-    pub fn drain(&mut self) -> Vec<TraceEvent> {
-        let mut out = self.drain_text();
+    /// Replaces `out` with what `drain_text` gives and the scheduler's raw
+    /// events up to the moment this call began (later ones wait for the
+    /// next call, when every CPU's buffer has its events up to then), by
+    /// time. The caller keeps `out` between calls, and this session its
+    /// own buffers: at tens of thousands of events a second, buffers
+    /// allocated anew each time cost more in page faults than the parsing.
+    pub fn drain_into(&mut self, out: &mut Vec<TraceEvent>) {
+        out.clear();
+        self.drain_text(out);
         let Some(raw) = self.raw.as_mut() else {
-            return out;
+            return;
         };
         let began = mono_now_ns();
-        let mut evs = std::mem::take(&mut self.held);
+        // `held` starts with the events the last call kept back.
+        let evs = &mut self.held;
         for f in &mut raw.cpus {
             let mut pages = 0;
             // At most ~8 MiB a call, so a flood cannot stall the caller.
@@ -404,7 +417,7 @@ impl TraceSession {
                     Ok(0) => break,
                     Ok(n) => {
                         pages += 1;
-                        self.lost += parse_page(&raw.page[..n], &raw.fmt, &mut evs);
+                        self.lost += parse_page(&raw.page[..n], &raw.fmt, evs);
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(_) => break, // EAGAIN: caught up
@@ -413,10 +426,11 @@ impl TraceSession {
         }
         evs.sort_by_key(|e| e.t_mono_ns);
         let split = evs.partition_point(|e| e.t_mono_ns <= began);
-        self.held = evs.split_off(split);
-        out.append(&mut evs);
-        out.sort_by_key(|e| e.t_mono_ns);
-        out
+        let text = out.len();
+        out.extend(evs.drain(..split));
+        if text > 0 {
+            out.sort_by_key(|e| e.t_mono_ns);
+        }
     }
 
     /// Times every block of the threads named by `set_sched_filter`:

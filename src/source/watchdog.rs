@@ -33,6 +33,12 @@ impl Watchdog {
                 // (target, thread) -> start of the op already reported
                 let mut reported: Vec<(usize, u32, u64)> = Vec::new();
                 while !st2.load(Ordering::Relaxed) {
+                    if s2.lock().is_ok_and(|g| g.is_empty()) {
+                        // No writers (observe mode, paused): sleep until
+                        // `set_slots` or drop wakes us, not 50 times a second.
+                        std::thread::park();
+                        continue;
+                    }
                     std::thread::sleep(PERIOD);
                     let now = clock.now_ns();
                     let slots = s2.lock().map(|g| g.clone()).unwrap_or_default();
@@ -82,6 +88,9 @@ impl Watchdog {
         if let Ok(mut g) = self.slots.lock() {
             *g = slots;
         }
+        if let Some(h) = &self.handle {
+            h.thread().unpark();
+        }
     }
 }
 
@@ -120,6 +129,7 @@ impl Drop for Watchdog {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }
