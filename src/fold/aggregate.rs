@@ -424,7 +424,7 @@ impl Aggregator {
         };
         match kind {
             TraceKind::SchedBlock { comm, sleep: false } => {
-                self.blocks.block(pid, tid, t_ns, comm);
+                self.blocks.block(pid, tid, t_ns, *comm);
             }
             // A waker outside the watched processes counts by its kernel
             // waits only: its sleeps (a client waiting for its server)
@@ -432,7 +432,7 @@ impl Aggregator {
             TraceKind::SchedBlock { sleep: true, .. } if pid == WAKER_PID => {}
             TraceKind::SchedBlock { comm, sleep: true } => {
                 if let Some(c) = self.chains.as_mut() {
-                    c.sleep(pid, tid, t_ns, comm);
+                    c.sleep(pid, tid, t_ns, *comm);
                 }
             }
             TraceKind::SchedWake {

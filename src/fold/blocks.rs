@@ -6,6 +6,7 @@
 //! the threshold is a stall. Pure: the aggregator feeds it trace events.
 
 use crate::model::cause::read_stack;
+use crate::model::kernel::Comm;
 use std::collections::HashMap;
 
 /// Blocks closer than this, in the same system call, are one run: the
@@ -17,7 +18,7 @@ pub const MERGE_GAP_NS: u64 = 1_000_000;
 struct Open {
     pid: u32,
     start_ns: u64,
-    comm: String,
+    comm: Comm,
     stack: Option<String>,
 }
 
@@ -55,13 +56,13 @@ pub struct BlockTimer {
 
 impl BlockTimer {
     /// The thread went to sleep in D.
-    pub fn block(&mut self, pid: u32, tid: u32, t_ns: u64, comm: &str) {
+    pub fn block(&mut self, pid: u32, tid: u32, t_ns: u64, comm: impl Into<Comm>) {
         self.open.insert(
             tid,
             Open {
                 pid,
                 start_ns: t_ns,
-                comm: comm.to_string(),
+                comm: comm.into(),
                 stack: None,
             },
         );
@@ -82,7 +83,7 @@ impl BlockTimer {
             Open {
                 pid,
                 start_ns: start_ns.max(after_last),
-                comm: comm.to_string(),
+                comm: Comm::new(comm),
                 stack,
             },
         );
@@ -144,7 +145,7 @@ impl BlockTimer {
         let run = Run {
             pid: o.pid,
             tid,
-            comm: o.comm,
+            comm: o.comm.to_string(),
             start_ns: o.start_ns,
             end_ns: Some(t_ns),
             blocked_ns: dur,
@@ -236,7 +237,7 @@ impl BlockTimer {
                 _ => out.push(Run {
                     pid: o.pid,
                     tid: *tid,
-                    comm: o.comm.clone(),
+                    comm: o.comm.to_string(),
                     start_ns: o.start_ns,
                     end_ns: None,
                     blocked_ns: 0,

@@ -17,6 +17,7 @@
 use crate::model::cause::{
     add_share, largest, read_stack, Cause, Confidence, Evidence, Hop, Share, COVERED,
 };
+use crate::model::kernel::Comm;
 use std::collections::{HashMap, VecDeque};
 
 /// The waker must have left its wait at most this long before it woke the
@@ -119,7 +120,7 @@ pub struct ChainStall {
 struct Asleep {
     pid: u32,
     start_ns: u64,
-    comm: String,
+    comm: Comm,
 }
 
 /// Consecutive timer sleeps of one thread.
@@ -152,13 +153,13 @@ impl Chains {
     }
 
     /// A watched thread went to sleep in S.
-    pub fn sleep(&mut self, pid: u32, tid: u32, t_ns: u64, comm: &str) {
+    pub fn sleep(&mut self, pid: u32, tid: u32, t_ns: u64, comm: impl Into<Comm>) {
         self.asleep.insert(
             tid,
             Asleep {
                 pid,
                 start_ns: t_ns,
-                comm: comm.to_string(),
+                comm: comm.into(),
             },
         );
     }
@@ -221,7 +222,7 @@ impl Chains {
         self.keep(Span {
             pid: a.pid,
             tid,
-            comm: a.comm,
+            comm: a.comm.to_string(),
             start_ns: a.start_ns,
             end_ns: t_ns,
             state: "S",
@@ -246,7 +247,7 @@ impl Chains {
                     tid,
                     Steps {
                         pid: a.pid,
-                        comm: a.comm.clone(),
+                        comm: a.comm.to_string(),
                         start_ns: a.start_ns,
                         end_ns: t_ns,
                         sleeps: 1,
@@ -332,7 +333,7 @@ impl Chains {
         Some(ChainStall {
             pid: a.pid,
             tid,
-            comm: a.comm.clone(),
+            comm: a.comm.to_string(),
             start_ns: start,
             end_ns: end,
             cause,

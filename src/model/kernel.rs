@@ -124,6 +124,76 @@ pub struct KernelInterval {
     /// or when the device's counters went back (it was re-created).
     pub devs: Vec<Option<DevInterval>>,
 }
+/// A task's name as the kernel keeps it (at most 16 bytes), stored inline:
+/// the scheduler's events, tens of thousands a second, carry one each and
+/// must not allocate for it. Serialised as a string.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Comm {
+    len: u8,
+    bytes: [u8; 16],
+}
+
+impl Comm {
+    /// The first 16 bytes of `s`, cut at a character boundary.
+    pub fn new(s: &str) -> Comm {
+        let mut len = s.len().min(16);
+        while !s.is_char_boundary(len) {
+            len -= 1;
+        }
+        let mut bytes = [0u8; 16];
+        bytes[..len].copy_from_slice(&s.as_bytes()[..len]);
+        Comm {
+            len: len as u8,
+            bytes,
+        }
+    }
+
+    /// From a record's `char comm[16]`: up to its NUL, invalid UTF-8 replaced.
+    pub fn from_bytes(raw: &[u8]) -> Comm {
+        let raw = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+        match std::str::from_utf8(raw) {
+            Ok(s) => Comm::new(s),
+            Err(_) => Comm::new(&String::from_utf8_lossy(raw)),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Built from a &str cut at a character boundary: always UTF-8.
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or_default()
+    }
+}
+
+impl From<&str> for Comm {
+    fn from(s: &str) -> Comm {
+        Comm::new(s)
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Comm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Comm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Comm, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(Comm::new(&s))
+    }
+}
+
 /// One writeback event of interest, stamped with CLOCK_MONOTONIC.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TraceEvent {
@@ -161,7 +231,7 @@ pub enum TraceKind {
     /// killable), or with `sleep` in S (interruptible: a futex, a socket,
     /// a timer; traced only for wake-up chains); `comm` is its name.
     SchedBlock {
-        comm: String,
+        comm: Comm,
         #[serde(default)]
         sleep: bool,
     },
@@ -175,4 +245,31 @@ pub enum TraceKind {
         #[serde(default)]
         irq: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Comm;
+
+    #[test]
+    fn comms_are_cut_like_the_kernels_and_read_back_as_strings() {
+        assert_eq!(Comm::new("postgres").as_str(), "postgres");
+        assert_eq!(
+            Comm::new("a-much-longer-thread-name").as_str(),
+            "a-much-longer-th"
+        );
+        // Never inside a character: "é" is 2 bytes at 15..17.
+        assert_eq!(Comm::new("aaaaaaaaaaaaaaaé").as_str(), "aaaaaaaaaaaaaaa");
+        assert_eq!(
+            Comm::from_bytes(b"rocksdb:high\0\0\0\0").as_str(),
+            "rocksdb:high"
+        );
+        assert_eq!(Comm::from_bytes(b"bad\xff").as_str(), "bad\u{fffd}");
+        let json = serde_json::to_string(&Comm::new("db_bench")).unwrap();
+        assert_eq!(json, "\"db_bench\"");
+        assert_eq!(
+            serde_json::from_str::<Comm>(&json).unwrap(),
+            Comm::new("db_bench")
+        );
+    }
 }

@@ -11,7 +11,7 @@
 //! count is stored after the data), then the events, each a u32 header
 //! (`type_len`: 5 bits, `time_delta`: 27 bits; `events/header_event`).
 
-use crate::model::kernel::{TraceEvent, TraceKind};
+use crate::model::kernel::{Comm, TraceEvent, TraceKind};
 use std::path::Path;
 
 /// `type_len` values with a meaning of their own.
@@ -192,12 +192,11 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
         let name = rec
             .get(fmt.prev_comm.offset..fmt.prev_comm.offset + fmt.prev_comm.size)
             .unwrap_or_default();
-        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
         out.push(TraceEvent {
             t_mono_ns: ts,
             tid: pid as u32,
             kind: TraceKind::SchedBlock {
-                comm: String::from_utf8_lossy(name).into_owned(),
+                comm: Comm::from_bytes(name),
                 sleep,
             },
         });

@@ -12,7 +12,7 @@
 //! granularity; `limit`, `setpoint`, `dirty` are pages. With `trace_clock=mono`
 //! the timestamp column is CLOCK_MONOTONIC, the clock of [`mono_now_ns`].
 
-use crate::model::kernel::{TraceEvent, TraceKind};
+use crate::model::kernel::{Comm, TraceEvent, TraceKind};
 use crate::source::sched_raw::{parse_page, SchedFormat};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
@@ -132,7 +132,7 @@ fn parse_sched(line: &str) -> Option<TraceEvent> {
             t_mono_ns: t,
             tid: between(p, " prev_pid=", " ")?.parse().ok()?,
             kind: TraceKind::SchedBlock {
-                comm: between(p, "prev_comm=", " prev_pid=")?,
+                comm: Comm::new(&between(p, "prev_comm=", " prev_pid=")?),
                 sleep,
             },
         });
