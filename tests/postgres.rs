@@ -209,6 +209,22 @@ fn pgbench_stalls_are_observed_exactly_and_named() {
         (0.9..=1.1).contains(&ratio),
         "blocked time ratio {ratio:.3}"
     );
+
+    // Waits on pages under writeback (with the scheduler's events they
+    // come raw, with them): every one the kernel recorded, within 10 %
+    // (threads that exit between samples may lose a few).
+    let ours_waits: u64 = of("observed").filter_map(|o| o["wb_waits"].as_u64()).sum();
+    eprintln!(
+        "postgres: page waits {ours_waits} (stallscope) vs {} (folio_wait_writeback)",
+        sched.page_waits
+    );
+    assert!(
+        sched.page_waits >= 100,
+        "the load made postgres wait on pages under writeback: {}",
+        sched.page_waits
+    );
+    let wratio = ours_waits as f64 / sched.page_waits as f64;
+    assert!((0.9..=1.1).contains(&wratio), "page wait ratio {wratio:.3}");
     drop(lab);
 }
 

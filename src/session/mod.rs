@@ -634,18 +634,11 @@ impl Session {
             self.agg.set_tid(s.inflight.tid(), s.target, s.thread);
         }
         if let Some(t) = self.trace.as_mut() {
-            let tids: Vec<u32> = slots
+            let writers: Vec<u32> = slots
                 .iter()
                 .map(|s| s.inflight.tid())
                 .filter(|&t| t != 0)
-                .chain(self.obs_tids.iter().copied())
                 .collect();
-            // No writers (paused): match nothing rather than everything.
-            let tids = if tids.is_empty() {
-                vec![u32::MAX]
-            } else {
-                tids
-            };
             let mut bdis: Vec<String> = Vec::new();
             for (i, d) in self.sampler.devices().iter().enumerate() {
                 let Some(bdi) = d
@@ -657,11 +650,13 @@ impl Session {
                 self.agg.set_target_bdi(i, bdi.clone());
                 bdis.push(bdi);
             }
-            if let Err(e) = t.set_filters(&tids, &bdis) {
-                eprintln!("stallscope: cannot set trace filters: {e}");
-            }
+            // The scheduler's instance first: it says whether observed
+            // threads' page waits come with its raw events.
             if let Err(e) = t.set_sched_filter(&self.obs_tids) {
                 eprintln!("stallscope: {e}");
+            }
+            if let Err(e) = t.set_filters(&writers, &self.obs_tids, &bdis) {
+                eprintln!("stallscope: cannot set trace filters: {e}");
             }
         }
     }

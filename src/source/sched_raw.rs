@@ -6,6 +6,11 @@
 //! and decoded here: a fixed record layout read at offsets the event's
 //! `format` file gives.
 //!
+//! The same instance records `folio_wait_writeback` of the watched
+//! threads (its pid list filters it too): a busy database waits on pages
+//! under writeback a thousand times a second, and as text those waits cost
+//! stallscope more than all its scheduler events.
+//!
 //! Page layout (`events/header_page`, 64-bit): u64 timestamp, u64 commit
 //! (bytes of data; bit 31 = events were lost before it, bit 30 = their
 //! count is stored after the data), then the events, each a u32 header
@@ -13,6 +18,9 @@
 
 use crate::model::kernel::{Comm, TraceEvent, TraceKind};
 use std::path::Path;
+
+/// The page wait recorded with the scheduler's events, under `events/`.
+pub const WAIT_EVENT: &str = "writeback/folio_wait_writeback";
 
 /// `type_len` values with a meaning of their own.
 const TYPE_PADDING: u32 = 29;
@@ -42,6 +50,32 @@ pub struct SchedFormat {
     pub prev_pid: Field,
     pub prev_state: Field,
     pub woken_pid: Field,
+    /// folio_wait_writeback, when this kernel has it.
+    pub wait: Option<WaitFormat>,
+}
+
+/// Where folio_wait_writeback's fields are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitFormat {
+    pub id: u16,
+    /// The bdi's name (`name`, or `bdi` on some kernels), NUL-padded.
+    pub bdi: Field,
+    pub ino: Field,
+    pub index: Field,
+}
+
+impl WaitFormat {
+    /// From the text of its `format` file.
+    pub fn parse(text: &str) -> Option<WaitFormat> {
+        let (id, fs) = parse_format(text)?;
+        let get = |name: &str| fs.iter().find(|(n, _)| n == name).map(|(_, f)| *f);
+        Some(WaitFormat {
+            id,
+            bdi: get("name").or_else(|| get("bdi"))?,
+            ino: get("ino")?,
+            index: get("index")?,
+        })
+    }
 }
 
 impl SchedFormat {
@@ -59,6 +93,7 @@ impl SchedFormat {
             prev_pid: get(&sw, "prev_pid")?,
             prev_state: get(&sw, "prev_state")?,
             woken_pid: get(&wk, "pid")?,
+            wait: None,
         })
     }
 
@@ -68,8 +103,12 @@ impl SchedFormat {
             std::fs::read_to_string(events.join("sched").join(e).join("format"))
                 .map_err(|err| format!("read sched:{e} format: {err}"))
         };
-        SchedFormat::parse(&read("sched_switch")?, &read("sched_waking")?)
-            .ok_or_else(|| "unexpected sched_switch/sched_waking format".to_string())
+        let mut f = SchedFormat::parse(&read("sched_switch")?, &read("sched_waking")?)
+            .ok_or_else(|| "unexpected sched_switch/sched_waking format".to_string())?;
+        f.wait = std::fs::read_to_string(events.join(WAIT_EVENT).join("format"))
+            .ok()
+            .and_then(|t| WaitFormat::parse(&t));
+        Ok(f)
     }
 }
 
@@ -176,7 +215,8 @@ pub fn parse_page(page: &[u8], fmt: &SchedFormat, out: &mut Vec<TraceEvent>) -> 
     lost
 }
 
-/// One record: a switch into D or S of a watched thread, or its waking.
+/// One record: a switch into D or S of a watched thread, its waking, or
+/// its wait on a page under writeback.
 fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
     let Some(ty) = le(rec, 0, 2) else { return };
     let field = |f: Field| le(rec, f.offset, f.size);
@@ -217,6 +257,24 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
                 irq: flags as u8 & FLAG_HARDIRQ != 0,
             },
         });
+    } else if let Some(w) = fmt.wait.as_ref().filter(|w| ty == u64::from(w.id)) {
+        let (Some(pid), Some(ino), Some(index)) = (le(rec, 4, 4), field(w.ino), field(w.index))
+        else {
+            return;
+        };
+        let bdi = Comm::from_bytes(
+            rec.get(w.bdi.offset..w.bdi.offset + w.bdi.size)
+                .unwrap_or_default(),
+        );
+        out.push(TraceEvent {
+            t_mono_ns: ts,
+            tid: pid as u32,
+            kind: TraceKind::WaitWriteback {
+                bdi: bdi.to_string(),
+                ino,
+                index,
+            },
+        });
     }
 }
 
@@ -246,8 +304,30 @@ mod tests {
 \tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
 \tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
 
+    const WAIT_FORMAT: &str = "name: folio_wait_writeback\nID: 1008\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:char name[32];\toffset:8;\tsize:32;\tsigned:0;\n\
+\tfield:ino_t ino;\toffset:40;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned long index;\toffset:48;\tsize:8;\tsigned:0;\n";
+
     fn fmt() -> SchedFormat {
-        SchedFormat::parse(SWITCH_FORMAT, WAKING_FORMAT).unwrap()
+        SchedFormat {
+            wait: WaitFormat::parse(WAIT_FORMAT),
+            ..SchedFormat::parse(SWITCH_FORMAT, WAKING_FORMAT).unwrap()
+        }
+    }
+
+    fn wait(pid: u32, bdi: &str, ino: u64, index: u64) -> Vec<u8> {
+        let mut r = vec![0u8; 56];
+        r[0..2].copy_from_slice(&1008u16.to_le_bytes());
+        r[4..8].copy_from_slice(&pid.to_le_bytes());
+        r[8..8 + bdi.len()].copy_from_slice(bdi.as_bytes());
+        r[40..48].copy_from_slice(&ino.to_le_bytes());
+        r[48..56].copy_from_slice(&index.to_le_bytes());
+        r
     }
 
     fn switch(pid: u32, state: u64, comm: &str) -> Vec<u8> {
@@ -307,6 +387,11 @@ mod tests {
     fn the_format_files_give_the_offsets() {
         let f = fmt();
         assert_eq!((f.switch_id, f.waking_id), (372, 375));
+        let w = f.wait.clone().expect("folio_wait_writeback");
+        assert_eq!((w.id, w.bdi.offset, w.bdi.size), (1008, 8, 32));
+        assert_eq!((w.ino.offset, w.index.offset), (40, 48));
+        let old_kernel = WAIT_FORMAT.replace("char name[32]", "char bdi[32]");
+        assert_eq!(WaitFormat::parse(&old_kernel), Some(w));
         assert_eq!(
             f.prev_state,
             Field {
@@ -339,6 +424,7 @@ mod tests {
                 (500, waking(0, 42, 0x08 | 0x01)),
                 (7, switch(43, 2, "rocksdb:high")),
                 (3, switch(44, 0x100, "preempted")),
+                (2, wait(43, "7:0", 12, 345)),
                 // Far apart: a time extend carries the delta.
                 (300_000_000, waking(43, 44, 0)),
             ],
@@ -376,7 +462,16 @@ mod tests {
                     }
                 ),
                 // The preempted switch is left out but its delta counts.
-                (301_000_520, 44, wake(43, false)),
+                (
+                    1_000_522,
+                    43,
+                    TraceKind::WaitWriteback {
+                        bdi: "7:0".into(),
+                        ino: 12,
+                        index: 345
+                    }
+                ),
+                (301_000_522, 44, wake(43, false)),
             ]
         );
     }

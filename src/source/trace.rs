@@ -13,7 +13,7 @@
 //! the timestamp column is CLOCK_MONOTONIC, the clock of [`mono_now_ns`].
 
 use crate::model::kernel::{Comm, TraceEvent, TraceKind};
-use crate::source::sched_raw::{parse_page, SchedFormat};
+use crate::source::sched_raw::{parse_page, SchedFormat, WAIT_EVENT};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -241,6 +241,9 @@ pub struct TraceSession {
     chains: bool,
     /// The scheduler's events, in an instance of their own read raw.
     raw: Option<RawSched>,
+    /// The watched threads' page waits are recorded with the scheduler's
+    /// raw events (`set_sched_filter` turned them on), not as text.
+    raw_waits: bool,
     /// Raw events past the moment the last drain began: another CPU's
     /// buffer may still get older ones.
     held: Vec<TraceEvent>,
@@ -289,6 +292,7 @@ impl TraceSession {
             sched: false,
             chains: false,
             raw: None,
+            raw_waits: false,
             held: Vec::new(),
         };
         for name in remove_stale_instances(root) {
@@ -321,30 +325,45 @@ impl TraceSession {
         Ok(s)
     }
 
-    /// Restricts balance_dirty_pages and folio_wait_writeback to the writer
-    /// threads `tids`, and writeback_start to the devices `bdis` (bdi names as
-    /// the events print them, e.g. "7:1"; the whole disk's, not a partition's).
-    /// An empty list removes that restriction. May be called again at any time.
-    pub fn set_filters(&self, tids: &[u32], bdis: &[String]) -> Result<(), String> {
+    /// Restricts balance_dirty_pages and folio_wait_writeback to our
+    /// writer threads `writers` and the observed threads `observed`, and
+    /// writeback_start to the devices `bdis` (bdi names as the events print
+    /// them, e.g. "7:1"; the whole disk's, not a partition's). Observed
+    /// threads' page waits come with the scheduler's raw events instead,
+    /// once `set_sched_filter` has turned those on (call it first). No
+    /// thread at all matches none; no bdi, every one. May be called again
+    /// at any time.
+    pub fn set_filters(
+        &self,
+        writers: &[u32],
+        observed: &[u32],
+        bdis: &[String],
+    ) -> Result<(), String> {
         if let Some(bad) = bdis.iter().find(|b| b.contains(['"', '\\', '\n'])) {
             return Err(format!("bad bdi name {bad:?}"));
         }
-        let by_tid = tids
-            .iter()
-            .map(|t| format!("common_pid == {t}"))
-            .collect::<Vec<_>>()
-            .join(" || ");
-        // The kernel takes a filter of less than a page; a process with
-        // hundreds of threads (observe mode) is matched in user space
-        // instead: the aggregator drops events of threads it does not know.
-        let by_tid = if by_tid.len() >= MAX_FILTER_BYTES {
-            String::new()
-        } else {
-            by_tid
+        let by_tid = |tids: &[u32]| {
+            // Paused, no one watched: match nothing rather than everything.
+            let none = [u32::MAX];
+            let tids = if tids.is_empty() { &none[..] } else { tids };
+            let f = tids
+                .iter()
+                .map(|t| format!("common_pid == {t}"))
+                .collect::<Vec<_>>()
+                .join(" || ");
+            // The kernel takes a filter of less than a page; a process with
+            // hundreds of threads (observe mode) is matched in user space
+            // instead: the aggregator drops events of threads it does not know.
+            if f.len() >= MAX_FILTER_BYTES {
+                String::new()
+            } else {
+                f
+            }
         };
-        for e in ["balance_dirty_pages", "folio_wait_writeback"] {
-            self.set_filter(e, &by_tid)?;
-        }
+        let all: Vec<u32> = writers.iter().chain(observed).copied().collect();
+        self.set_filter("balance_dirty_pages", &by_tid(&all))?;
+        let waiters = if self.raw_waits { writers } else { &all[..] };
+        self.set_filter("folio_wait_writeback", &by_tid(waiters))?;
         let field = self.bdi_field("writeback_start");
         let by_bdi = bdis
             .iter()
@@ -503,6 +522,7 @@ impl TraceSession {
                 .join(" || ")
         };
         let (prev, woken) = (or("prev_pid"), or("pid"));
+        let waits = self.raw.as_ref().is_some_and(|r| r.fmt.wait.is_some());
         if prev.len() + 20 >= MAX_FILTER_BYTES {
             return Err(format!(
                 "{} threads are too many for a scheduler filter: blocking times stay sampled",
@@ -520,6 +540,10 @@ impl TraceSession {
             for e in SCHED_EVENTS {
                 write_file(at, &format!("events/sched/{e}/enable"), "0")?;
             }
+            if waits {
+                write_file(at, &format!("events/{WAIT_EVENT}/enable"), "0")?;
+            }
+            self.raw_waits = false;
             return Ok(());
         }
         // The instance's pid list first: a bitmap test that drops the
@@ -533,6 +557,11 @@ impl TraceSession {
         for e in SCHED_EVENTS {
             write_file(at, &format!("events/sched/{e}/enable"), "1")?;
         }
+        // Page waits in the waiter's context: the pid list is their filter.
+        if waits {
+            write_file(at, &format!("events/{WAIT_EVENT}/enable"), "1")?;
+        }
+        self.raw_waits = waits;
         Ok(())
     }
 
@@ -625,6 +654,7 @@ impl RawSched {
         for e in SCHED_EVENTS {
             let _ = write_file(&self.instance, &format!("events/sched/{e}/enable"), "0");
         }
+        let _ = write_file(&self.instance, &format!("events/{WAIT_EVENT}/enable"), "0");
         if let Err(e) = fs::remove_dir(&self.instance) {
             crate::base::error::note!(
                 "stallscope: cannot remove tracefs instance {}: {e}",
@@ -1092,7 +1122,7 @@ mod tests {
 
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
-        s.set_filters(&[tid], &[]).unwrap();
+        s.set_filters(&[tid], &[], &[]).unwrap();
         let filter = read_filter(&inst.join("events/writeback/folio_wait_writeback/filter"));
         assert_eq!(filter, format!("common_pid == {tid}"));
         let _ = s.drain(); // what came before the filter
@@ -1119,7 +1149,7 @@ mod tests {
             unreachable!()
         };
         let bdis = vec![bdi.clone(), "7:99".to_string()];
-        s.set_filters(&[tid, 1], &bdis).unwrap();
+        s.set_filters(&[tid], &[1], &bdis).unwrap();
         let filter = read_filter(&inst.join("events/writeback/writeback_start/filter"));
         assert_eq!(filter, format!("name == \"{bdi}\" || name == \"7:99\""));
         let _ = s.drain();
@@ -1131,7 +1161,7 @@ mod tests {
                 assert!(bdis.contains(b), "{e:?}");
             }
         }
-        assert!(s.set_filters(&[], &["bad\"".into()]).is_err());
+        assert!(s.set_filters(&[], &[], &["bad\"".into()]).is_err());
 
         drop(s);
         assert!(!inst.exists(), "instance left behind");

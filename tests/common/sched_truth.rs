@@ -2,7 +2,8 @@
 //! events, read by code that shares nothing with stallscope: its own
 //! tracefs instance with sched_switch (into D: `prev_state & 2`) and
 //! sched_wakeup filtered by task name, summed as wakeup − switch per
-//! thread. Dropping it removes the instance (and unmounts tracefs if this
+//! thread; and the same threads' waits on pages under writeback
+//! (folio_wait_writeback, filtered by the task running it), counted. Dropping it removes the instance (and unmounts tracefs if this
 //! mounted it).
 
 use std::io::Read;
@@ -17,6 +18,8 @@ pub struct Blocked {
     /// Every block of the named threads, ns.
     pub total_ns: u64,
     pub blocks: u64,
+    /// folio_wait_writeback events of the named threads.
+    pub page_waits: u64,
 }
 
 pub struct SchedTruth {
@@ -55,8 +58,13 @@ impl SchedTruth {
             "events/sched/sched_wakeup/filter",
             &format!("comm == \"{comm}\""),
         );
+        w(
+            "events/writeback/folio_wait_writeback/filter",
+            &format!("comm == \"{comm}\""),
+        );
         w("events/sched/sched_switch/enable", "1");
         w("events/sched/sched_wakeup/enable", "1");
+        w("events/writeback/folio_wait_writeback/enable", "1");
         let stop = Arc::new(AtomicBool::new(false));
         let sum = Arc::new(Mutex::new(Blocked::default()));
         let pipe = std::fs::File::open(instance.join("trace_pipe")).unwrap();
@@ -78,8 +86,12 @@ impl SchedTruth {
     }
 
     fn finish(&mut self) {
-        for e in ["sched_switch", "sched_wakeup"] {
-            let _ = std::fs::write(self.instance.join(format!("events/sched/{e}/enable")), "0");
+        for e in [
+            "sched/sched_switch",
+            "sched/sched_wakeup",
+            "writeback/folio_wait_writeback",
+        ] {
+            let _ = std::fs::write(self.instance.join(format!("events/{e}/enable")), "0");
         }
         self.stop.store(true, Ordering::Relaxed);
         // A wakeup of anything ends the blocking read of trace_pipe: the
@@ -106,6 +118,10 @@ fn read_loop(mut pipe: std::fs::File, stop: &AtomicBool, sum: &Mutex<Blocked>) {
         };
         let lines: String = partial.drain(..=last).collect();
         for l in lines.lines() {
+            if l.contains(": folio_wait_writeback: ") {
+                sum.lock().unwrap().page_waits += 1;
+                continue;
+            }
             let Some((t, pid, switch)) = parse(l) else {
                 continue;
             };
