@@ -282,36 +282,54 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
 mod tests {
     use super::*;
 
-    const SWITCH_FORMAT: &str = "name: sched_switch\nID: 372\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+    /// A `format` file: its name, id and fields after the common ones.
+    macro_rules! format_file {
+        ($name:literal, $id:literal, $fields:literal) => {
+            concat!(
+                "name: ",
+                $name,
+                "\nID: ",
+                $id,
+                "\nformat:\n",
+                "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n",
+                "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n",
+                "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n",
+                "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n",
+                $fields
+            )
+        };
+    }
+
+    const SWITCH_FORMAT: &str = format_file!(
+        "sched_switch",
+        "372",
+        "\
 \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
 \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
 \tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\
 \tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
 \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
 \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\
-\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\nprint fmt: \"prev_comm=%s\"";
-    const WAKING_FORMAT: &str = "name: sched_waking\nID: 375\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\nprint fmt: \"prev_comm=%s\""
+    );
+    const WAKING_FORMAT: &str = format_file!(
+        "sched_waking",
+        "375",
+        "\
 \tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
 \tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
 \tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
-\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n"
+    );
 
-    const WAIT_FORMAT: &str = "name: folio_wait_writeback\nID: 1008\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+    const WAIT_FORMAT: &str = format_file!(
+        "folio_wait_writeback",
+        "1008",
+        "\
 \tfield:char name[32];\toffset:8;\tsize:32;\tsigned:0;\n\
 \tfield:ino_t ino;\toffset:40;\tsize:8;\tsigned:0;\n\
-\tfield:unsigned long index;\toffset:48;\tsize:8;\tsigned:0;\n";
+\tfield:unsigned long index;\toffset:48;\tsize:8;\tsigned:0;\n"
+    );
 
     fn fmt() -> SchedFormat {
         SchedFormat {
