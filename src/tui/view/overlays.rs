@@ -99,8 +99,11 @@ pub(super) fn draw_chains(buf: &mut Buffer, area: Rect, app: &App, th: &Theme) {
         }
     }
     if lines.is_empty() {
-        lines.push(Line::raw(
-            " no stall has waited for another thread yet (wake-up chains need root; --chains off turns them off)",
+        // Said as two short lines: the popup is at most 100 columns wide.
+        lines.push(Line::raw(" no stall has waited for another thread yet"));
+        lines.push(Line::styled(
+            " (wake-up chains need root; --chains off turns them off)",
+            th.dim(),
         ));
     }
     let r = centered(area, w, (lines.len() as u16 + 2).min(area.height));
