@@ -5,7 +5,7 @@
 //! write(), the page waits of one fsync) form one run; a run of at least
 //! the threshold is a stall. Pure: the aggregator feeds it trace events.
 
-use crate::model::cause::read_stack;
+use crate::model::cause::{read_stack, stack_cause};
 use crate::model::kernel::Comm;
 use std::collections::HashMap;
 
@@ -45,6 +45,18 @@ impl Run {
     fn syscall(&self) -> Option<String> {
         read_stack(self.stack.as_deref()?).syscall
     }
+
+    /// Whether a block starting at `start_ns` is close enough to this
+    /// run's end to join it (the same call permitting).
+    fn reaches(&self, start_ns: u64) -> bool {
+        self.end_ns
+            .is_some_and(|e| start_ns.saturating_sub(e) <= MERGE_GAP_NS)
+    }
+}
+
+/// Whether a stack names the wait (then no other stack is needed).
+fn names_wait(stack: &Option<String>) -> bool {
+    stack.as_deref().and_then(stack_cause).is_some()
 }
 
 #[derive(Debug, Default)]
@@ -96,11 +108,7 @@ impl BlockTimer {
         if let Some(o) = self.open.get_mut(&tid) {
             o.stack.get_or_insert(frames);
         } else if let Some(r) = self.runs.get_mut(&tid) {
-            if r.stack
-                .as_deref()
-                .and_then(|s| read_stack(s).cause)
-                .is_none()
-            {
+            if !names_wait(&r.stack) {
                 r.stack = Some(frames);
             }
         }
@@ -124,18 +132,11 @@ impl BlockTimer {
             }
         };
         if let Some(r) = self.runs.get_mut(&tid) {
-            let near = r
-                .end_ns
-                .is_some_and(|e| o.start_ns.saturating_sub(e) <= MERGE_GAP_NS);
-            if near && same_call(r) {
+            if r.reaches(o.start_ns) && same_call(r) {
                 r.end_ns = Some(t_ns);
                 r.blocked_ns += dur;
                 r.blocks += 1;
-                if r.stack
-                    .as_deref()
-                    .and_then(|s| read_stack(s).cause)
-                    .is_none()
-                {
+                if !names_wait(&r.stack) {
                     r.stack = o.stack.or(r.stack.take());
                 }
                 r.waker = Some(waker);
@@ -162,20 +163,16 @@ impl BlockTimer {
     /// thread's stack would cost more than the events: a busy database has
     /// thousands of short blocks a second.)
     pub fn wanting_stack(&self, now_ns: u64, min_ns: u64) -> Vec<u32> {
-        let named = |s: &Option<String>| s.as_deref().and_then(|s| read_stack(s).cause).is_some();
         let mut v: Vec<u32> = self
             .open
             .iter()
             .filter(|(tid, o)| {
-                if named(&o.stack) {
+                if names_wait(&o.stack) {
                     return false;
                 }
                 let start = match self.runs.get(tid) {
-                    Some(r)
-                        if r.end_ns
-                            .is_some_and(|e| o.start_ns.saturating_sub(e) <= MERGE_GAP_NS) =>
-                    {
-                        if named(&r.stack) {
+                    Some(r) if r.reaches(o.start_ns) => {
+                        if names_wait(&r.stack) {
                             return false;
                         }
                         r.start_ns
@@ -224,10 +221,7 @@ impl BlockTimer {
         let mut out: Vec<Run> = Vec::new();
         for (tid, o) in &self.open {
             match self.runs.get(tid) {
-                Some(r)
-                    if r.end_ns
-                        .is_some_and(|e| o.start_ns.saturating_sub(e) <= MERGE_GAP_NS) =>
-                {
+                Some(r) if r.reaches(o.start_ns) => {
                     out.push(Run {
                         end_ns: None,
                         stack: r.stack.clone().or_else(|| o.stack.clone()),
