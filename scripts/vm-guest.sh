@@ -1,0 +1,408 @@
+#!/bin/bash
+# Runs INSIDE the test guest of scripts/vm-test.sh (Debian 12, kernel 6.1),
+# from its test disk (/vmtest, read-only). Not for a real machine: as
+# `init` it is PID 1 and sets the guest up; `tests` runs the checks.
+#
+# `init`: mounts what a systemd host has (proc, sys, devtmpfs, devpts,
+# tmpfs /run /tmp /dev/shm, cgroup2 alone at /sys/fs/cgroup; tracefs is NOT
+# mounted, stallscope mounts it), builds a cgroup tree like a stock Debian
+# 12 (root subtree_control "memory pids", io off; init.scope, system.slice,
+# user.slice/user-0.slice/session-1.scope), sets the clock from the host,
+# loads `loop`, then runs `tests` (or a shell with vmtest.shell=1) inside
+# the login session's scope and powers off.
+#
+# `tests`: each check prints `VMTEST PASS|FAIL <name> <figures>`; a
+# diagnostic that is not a check prints `VMTEST DIAG`; the last line is
+# `VMTEST DONE`. Output goes to the second serial port (ttyS1), which the
+# host reads; the kernel's console is ttyS0.
+set -uo pipefail
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export LANG=C.UTF-8 TERM=xterm-256color HOME=/root
+CG=/sys/fs/cgroup
+SESSION=$CG/user.slice/user-0.slice/session-1.scope
+
+cmdline_arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^$1=//p" | tail -1; }
+
+guest_init() {
+  exec </dev/null >/dev/ttyS1 2>&1
+  mountpoint -q /run || mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
+  mountpoint -q /tmp || mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
+  mkdir -p /dev/pts /dev/shm
+  mountpoint -q /dev/pts || mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
+  mountpoint -q /dev/shm || mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
+  # cgroup v2 only, as systemd mounts it.
+  mountpoint -q $CG || mount -t cgroup2 -o rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot cgroup2 $CG
+  echo "+memory +pids" >$CG/cgroup.subtree_control
+  mkdir -p $CG/init.scope $CG/system.slice $SESSION
+  echo "+memory +pids" >$CG/user.slice/cgroup.subtree_control
+  echo "+memory +pids" >$CG/user.slice/user-0.slice/cgroup.subtree_control
+  echo 1 >$CG/init.scope/cgroup.procs
+  hostname stallscope-vm
+  local epoch
+  epoch=$(cmdline_arg vmtest.epoch)
+  [ -z "$epoch" ] || date -u -s "@$epoch" >/dev/null
+  modprobe loop 2>/dev/null || true
+  if [ "$(cmdline_arg vmtest.shell)" = 1 ]; then
+    echo "vm-guest: shell on ttyS0 (poweroff -f or exit ends the guest)" >/dev/ttyS0
+    cp /vmtest/stallscope /usr/local/bin/stallscope
+    setsid -c sh -c "echo \$\$ > $SESSION/cgroup.procs; exec bash -l" </dev/ttyS0 >/dev/ttyS0 2>&1
+  else
+    sh -c "echo \$\$ > $SESSION/cgroup.procs; exec /vmtest/vm-guest.sh tests"
+  fi
+  sync
+  echo o >/proc/sysrq-trigger
+  sleep 60
+}
+
+# --- helpers ------------------------------------------------------------------
+W=/root/vmtest
+LAB=/var/tmp/stallscope-lab
+MNT=$LAB/mnt/ext4
+PGBIN=/usr/lib/postgresql/15/bin
+SOCK=/run/vmtest-pg
+FIX=$W/fixtures
+
+pass() { echo "VMTEST PASS $1 $2"; }
+fail() { echo "VMTEST FAIL $1 $2"; }
+check() { if [ "$2" = ok ]; then pass "$1" "$3"; else fail "$1" "$3"; fi; }
+diag() { echo "VMTEST DIAG $*"; }
+say() { echo "[$(date +%T)] $*"; }
+indent() { sed 's/^/    /'; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "none"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+# What lab down must leave as it was: cgroups (tree, controllers, io.max),
+# the dirty sysctls, mounts and loop devices.
+snapshot() {
+  local d f c
+  echo "# cgroup tree, subtree_control"
+  find $CG -type d | sort | while read -r d; do echo "$d: $(cat "$d/cgroup.subtree_control")"; done
+  echo "# io.max set"
+  find $CG -name io.max | sort | while read -r f; do c=$(cat "$f"); [ -z "$c" ] || echo "$f: $c"; done
+  echo "# this shell's cgroup"
+  cat /proc/$$/cgroup
+  echo "# sysctls"
+  sysctl vm.dirty_bytes vm.dirty_background_bytes vm.dirty_ratio vm.dirty_background_ratio
+  echo "# mounts"
+  findmnt -rn -o TARGET,FSTYPE,SOURCE | sort
+  echo "# loop devices"
+  losetup -a
+}
+
+# Compares with a snapshot taken before: "ok" or the differing lines.
+diff_snapshot() { # before-file name
+  snapshot >"$W/$2.after"
+  if diff -u "$1" "$W/$2.after" >"$W/$2.diff"; then
+    echo ok
+  else
+    grep -E '^[-+][^-+]' "$W/$2.diff" | tr '\n' ' ' | cut -c1-400
+  fi
+}
+
+# Kernel stacks of threads blocked in the write path, for fixtures: every
+# 100 ms, D-state threads whose stack names balance_dirty_pages, a sync or
+# a wait on writeback; a few of each kind.
+stack_catcher() {
+  mkdir -p "$FIX/stacks"
+  local -A count=()
+  local s line st t stk kind n
+  while :; do
+    # bash builtins only: forks are dear under TCG
+    for s in /proc/[0-9]*/task/[0-9]*/stat; do
+      read -r line <"$s" 2>/dev/null || continue
+      st=${line##*) }
+      [ "${st%% *}" = D ] || continue
+      t=${s%/stat}
+      stk=$(<"$t/stack") 2>/dev/null || continue
+      case $stk in
+        *balance_dirty_pages*) kind=balance_dirty_pages ;;
+        *fsync*|*fdatasync*|*msync*|*sync_file_range*) kind=fsync ;;
+        *wait_on_page_writeback*|*folio_wait_writeback*) kind=wait_on_writeback ;;
+        *) continue ;;
+      esac
+      n=${count[$kind]:-0}
+      [ "$n" -lt 3 ] || continue
+      n=$((n + 1))
+      count[$kind]=$n
+      {
+        echo "# comm: $(<"$t/comm"), syscall: $(<"$t/syscall"), kernel $(uname -r)"
+        echo "$stk"
+      } >"$FIX/stacks/$kind-$n.txt" 2>/dev/null
+    done
+    sleep 0.2
+  done
+}
+catcher_pid=""
+catch_start() { stack_catcher & catcher_pid=$!; }
+catch_stop() { [ -z "$catcher_pid" ] || { kill "$catcher_pid" 2>/dev/null; wait "$catcher_pid" 2>/dev/null; catcher_pid=""; }; }
+
+# Figures of a `run --format jsonl` file: median written MiB/s of the
+# intervals after the first 10 s (the device's too), the first
+# dirty_throttle stall.
+run_figures() { # jsonl cap_mib -> sets med dev_med first_t first_conf nstall bycause
+  med=$(jq -r 'select(.type=="interval" and .t_s > 10) | .mib_per_s' "$1" | median)
+  dev_med=$(jq -r 'select(.type=="interval" and .t_s > 10) | .dev.write_mib_per_s' "$1" | median)
+  first_t=$(jq -rs '[.[] | select(.type=="stall" and .cause=="dirty_throttle")] | sort_by(.t_s) | .[0].t_s // "none"' "$1")
+  first_conf=$(jq -rs '[.[] | select(.type=="stall" and .cause=="dirty_throttle")] | sort_by(.t_s) | .[0].confidence // "none"' "$1")
+  nstall=$(jq -r 'select(.type=="stall") | .cause' "$1" | wc -l)
+  bycause=$(jq -r 'select(.type=="stall") | .cause' "$1" | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
+}
+within10() { awk -v m="$1" -v c="$2" 'BEGIN {exit !(m != "none" && m >= 0.9*c && m <= 1.1*c)}'; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a != "none" && a <= b)}'; }
+
+# --- PostgreSQL on the lab filesystem --------------------------------------------
+pg_start() { # pgdata
+  install -d -o postgres -g postgres "$1" $SOCK
+  runuser -u postgres -- $PGBIN/initdb -A trust -D "$1" >"$W/initdb.log" 2>&1 || return 1
+  cat >>"$1/postgresql.conf" <<EOC
+shared_buffers = 512MB
+checkpoint_timeout = 30s
+max_wal_size = 4GB
+listen_addresses = ''
+unix_socket_directories = '$SOCK'
+EOC
+  runuser -u postgres -- $PGBIN/pg_ctl -D "$1" -l "$W/pg-server.log" start -w >/dev/null
+}
+pg_stop() { # pgdata
+  runuser -u postgres -- $PGBIN/pg_ctl -D "$1" stop -m fast -w >/dev/null 2>&1 ||
+    runuser -u postgres -- $PGBIN/pg_ctl -D "$1" stop -m immediate -w >/dev/null 2>&1 || true
+}
+bench() { runuser -u postgres -- $PGBIN/pgbench -h $SOCK "$@" postgres; }
+
+# pgbench -i, then stallscope observing postgres while pgbench runs 30 s.
+# Leaves $W/$1.jsonl, $W/$1-pgbench.txt; sets tps.
+pg_observe() { # tag
+  say "pgbench -i -s 10"
+  bench -i -q -s 10 >"$W/$1-init.txt" 2>&1 || { tail -5 "$W/$1-init.txt"; return 1; }
+  say "stallscope run --observe-name postgres --stall-threshold 20ms --format jsonl (pgbench -c 8 -j 2 -T 30)"
+  stallscope run --observe-name postgres --stall-threshold 20ms --format jsonl >"$W/$1.jsonl" 2>"$W/$1.err" &
+  local obs=$!
+  sleep 3
+  catch_start
+  bench -c 8 -j 2 -T 30 -P 5 >"$W/$1-pgbench.txt" 2>&1
+  catch_stop
+  sleep 1
+  kill -INT $obs
+  wait $obs
+  local orc=$?
+  sed -n 's/^progress/  progress/p' "$W/$1-pgbench.txt" | indent
+  tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$W/$1-pgbench.txt" | head -1)
+  echo "  stallscope (rc $orc) stderr:"
+  head -5 "$W/$1.err" | indent
+}
+
+pg_figures() { # jsonl -> sets nobs timings nstall nsync nsync_high bycause
+  nobs=$(jq -r 'select(.type=="observed") | .timing' "$1" | wc -l)
+  timings=$(jq -r 'select(.type=="observed") | .timing' "$1" | sort | uniq -c | awk '{printf "%s%s×%s", (NR>1?",":""), $2, $1}')
+  nstall=$(jq -r 'select(.type=="stall") | .cause' "$1" | wc -l)
+  nsync=$(jq -r 'select(.type=="stall" and .cause=="sync") | .cause' "$1" | wc -l)
+  nsync_high=$(jq -r 'select(.type=="stall" and .cause=="sync" and .confidence=="high") | .cause' "$1" | wc -l)
+  bycause=$(jq -r 'select(.type=="stall") | .cause' "$1" | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
+}
+
+# --- the checks -----------------------------------------------------------------------
+guest_tests() {
+  exec </dev/null
+  mkdir -p $W $FIX
+  cd $W || exit 1
+  cp /vmtest/stallscope /usr/local/bin/stallscope
+  echo "VMTEST INFO kernel $(uname -r)"
+  echo "VMTEST INFO cgroup cgroup v2 only (root subtree_control: $(cat $CG/cgroup.subtree_control); tests in $(cut -d: -f3 /proc/self/cgroup))"
+  echo "VMTEST INFO binary $(cat /vmtest/binary-version)"
+  echo "VMTEST INFO mounts $(findmnt -rn -o FSTYPE | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}') v1 cgroup mounts: $(findmnt -rn -t cgroup | wc -l)"
+  echo "VMTEST INFO disk $(df -h / | awk 'NR==2 {print $4 " free on /"}'), memory $(free -m | awk '/Mem:/ {print $2 " MiB"}'), $(nproc) CPUs"
+
+  # 1. probe
+  say "check 1: stallscope probe"
+  stallscope probe >"$W/probe.txt" 2>&1
+  local rc=$?
+  indent <"$W/probe.txt"
+  check probe "$([ $rc = 0 ] && [ -s "$W/probe.txt" ] && echo ok)" "rc $rc, $(wc -l <"$W/probe.txt") lines"
+
+  # 2. the README's first-stall walk
+  say "check 2: the first-stall walk (README): lab up --fs ext4 --cap 20MiB --dirty-bytes 256M"
+  snapshot >"$W/walk.before"
+  stallscope lab up --fs ext4 --cap 20MiB --dirty-bytes 256M >"$W/labup.txt" 2>&1
+  rc=$?
+  indent <"$W/labup.txt"
+  local labup_ok=""
+  [ $rc = 0 ] && mountpoint -q $MNT && labup_ok=ok
+  check lab-up "$labup_ok" "rc $rc$([ -n "$labup_ok" ] || echo ": $(grep -v '^$' "$W/labup.txt" | tail -1 | cut -c1-200)")"
+  if [ -n "$labup_ok" ]; then
+    say "dashboard: stallscope --target $MNT in tmux 160x45, 15 s, then q"
+    rm -f "$W/dash.rc"
+    tmux -u new-session -d -s dash -x 160 -y 45 "stallscope --target $MNT; echo EXIT=\$? > $W/dash.rc"
+    sleep 15
+    tmux capture-pane -p -t dash >"$W/dash.txt" 2>&1
+    indent <"$W/dash.txt"
+    tmux send-keys -t dash q
+
+    for _ in $(seq 50); do [ -f "$W/dash.rc" ] && break; sleep 0.2; done
+    local header stalls dt exitrc
+    header=$(grep -c "^stallscope  target 1/1 $MNT" "$W/dash.txt")
+    stalls=$(sed -n 's/.*Stalls, newest first (\([0-9]*\) in all).*/\1/p' "$W/dash.txt")
+    dt=$(grep -c 'dirty_throttle' "$W/dash.txt")
+    exitrc=$(cat "$W/dash.rc" 2>/dev/null || echo "still running")
+    tmux kill-server 2>/dev/null
+    check dashboard "$([ "$header" -ge 1 ] && [ "${stalls:-0}" -ge 1 ] && [ "$dt" -ge 1 ] && [ "$exitrc" = EXIT=0 ] && echo ok)" \
+      "header $([ "$header" -ge 1 ] && echo yes || echo no), ${stalls:-no} stalls listed, $dt dirty_throttle rows, q: $exitrc"
+
+    say "stallscope run --target $MNT --duration 30s --format jsonl"
+    catch_start
+    stallscope run --target $MNT --duration 30s --format jsonl >"$W/run.jsonl" 2>"$W/run.err"
+    rc=$?
+    catch_stop
+    indent <"$W/run.err" | head -10
+    jq -c 'select(.type=="interval") | {t_s, mib_per_s, dev: .dev.write_mib_per_s, dirty_kib, stalls, bdp}' "$W/run.jsonl" | indent
+    run_figures "$W/run.jsonl"
+    check lab-cap "$(within10 "$med" 20 && [ $rc = 0 ] && echo ok)" \
+      "written ${med} MiB/s of 20 (median of intervals after 10 s; device ${dev_med} MiB/s; rc $rc)"
+    check throttle-stall "$([ "$first_conf" = high ] && le "$first_t" 10 && echo ok)" \
+      "first dirty_throttle at ${first_t} s, confidence ${first_conf}; ${nstall} stalls: ${bycause:-none}"
+  else
+    fail dashboard "not run: lab up failed"
+    fail lab-cap "not run: lab up failed"
+    fail throttle-stall "not run: lab up failed"
+  fi
+  say "stallscope lab down"
+  stallscope lab down >"$W/labdown.txt" 2>&1
+  rc=$?
+  indent <"$W/labdown.txt"
+  local d
+  d=$(diff_snapshot "$W/walk.before" walk)
+  check lab-down-clean "$([ $rc = 0 ] && [ "$d" = ok ] && echo ok)" "rc $rc, guest as before: $d"
+  local walk_up_ok=$labup_ok
+
+  # 3. PostgreSQL observed under pgbench (README: Diagnosing PostgreSQL)
+  say "check 3: PostgreSQL observed: lab up --fs ext4 --cap 10MiB --dirty-bytes 256M"
+  snapshot >"$W/pg.before"
+  stallscope lab up --fs ext4 --cap 10MiB --dirty-bytes 256M >"$W/pglabup.txt" 2>&1
+  rc=$?
+  indent <"$W/pglabup.txt"
+  labup_ok=""
+  [ $rc = 0 ] && mountpoint -q $MNT && labup_ok=ok
+  check pg-lab-up "$labup_ok" "rc $rc$([ -n "$labup_ok" ] || echo ": $(grep -v '^$' "$W/pglabup.txt" | tail -1 | cut -c1-200)")"
+  if [ -n "$labup_ok" ]; then
+    chmod 755 $LAB
+    if pg_start $MNT/pg; then
+      # A binary that can put a running server in the lab's capped cgroup does.
+      if stallscope lab --help 2>&1 | grep -qw adopt; then
+        local pm
+        pm=$(head -1 $MNT/pg/postmaster.pid)
+        say "stallscope lab adopt $pm (the postmaster and its children)"
+        stallscope lab adopt "$pm" 2>&1 | indent
+      fi
+      pg_observe pg
+      pg_stop $MNT/pg
+      pg_figures "$W/pg.jsonl"
+      check pg-sched-timing "$([ "$nobs" -gt 0 ] && [ "$timings" = "sched×$nobs" ] && echo ok)" \
+        "$nobs observed lines, timing: ${timings:-none}; pgbench ${tps:-?} tps"
+      check pg-sync-stalls "$([ "$nsync" -gt 0 ] && echo ok)" \
+        "$nsync sync stalls ($nsync_high high confidence) of $nstall: ${bycause:-none}"
+    else
+      tail -5 "$W/initdb.log" "$W/pg-server.log" 2>/dev/null | indent
+      fail pg-sched-timing "PostgreSQL did not start"
+      fail pg-sync-stalls "PostgreSQL did not start"
+    fi
+  else
+    fail pg-sched-timing "not run: lab up failed"
+    fail pg-sync-stalls "not run: lab up failed"
+  fi
+  say "stallscope lab down"
+  stallscope lab down >"$W/pglabdown.txt" 2>&1
+  rc=$?
+  indent <"$W/pglabdown.txt"
+  d=$(diff_snapshot "$W/pg.before" pg)
+  check pg-lab-down-clean "$([ $rc = 0 ] && [ "$d" = ok ] && echo ok)" "rc $rc, guest as before: $d"
+
+  # Diagnostic, not a check: when lab up could not cap, cap by hand the
+  # cgroup-v2 way (a child cgroup with +io +memory, io.max on the lab's loop
+  # device, the writers moved in) to show the guest itself can.
+  if [ -z "$walk_up_ok" ] || [ -z "$labup_ok" ]; then
+    manual_cap_diag
+  fi
+
+  # 4. the kernel's tracefs formats, for fixtures
+  say "check 4: tracefs format files and kernel stacks for fixtures"
+  fixtures
+  echo "VMTEST DONE"
+}
+
+manual_cap_diag() {
+  say "DIAGNOSTIC (not a check): manual cgroup-v2 cap, lab up --cap 0"
+  local before rc dev m=$CG/vmtest-manual
+  before=$(cat $CG/cgroup.subtree_control)
+  if ! stallscope lab up --fs ext4 --cap 0 --dirty-bytes 256M >"$W/diag-labup.txt" 2>&1; then
+    indent <"$W/diag-labup.txt"
+    diag "manual-v2-cap lab up --cap 0 failed"
+    stallscope lab down >/dev/null 2>&1
+    return
+  fi
+  dev=$(mountpoint -d $MNT)
+  echo "+io +memory" >$CG/cgroup.subtree_control
+  mkdir -p $m
+  echo "$dev wbps=20971520" >$m/io.max
+  say "$m: io.max $(cat $m/io.max); stallscope run --target $MNT --duration 30s --format jsonl in it"
+  catch_start
+  sh -c "echo \$\$ > $m/cgroup.procs; exec stallscope run --target $MNT --duration 30s --format jsonl" >"$W/diag-run.jsonl" 2>"$W/diag-run.err"
+  rc=$?
+  catch_stop
+  run_figures "$W/diag-run.jsonl"
+  diag "manual-v2-cap written ${med} MiB/s of 20 (median after 10 s; device ${dev_med}; rc $rc), first dirty_throttle at ${first_t} s (${first_conf}); ${nstall} stalls: ${bycause:-none}"
+  # PostgreSQL in the same hand-capped cgroup (at 10 MiB/s), observed.
+  echo "$dev wbps=10485760" >$m/io.max
+  chmod 755 $LAB
+  echo $$ >$m/cgroup.procs
+  pg_start $MNT/pg
+  rc=$?
+  echo $$ >$SESSION/cgroup.procs
+  if [ $rc = 0 ]; then
+    pg_observe diag-pg
+    pg_stop $MNT/pg
+    pg_figures "$W/diag-pg.jsonl"
+    diag "manual-v2-cap postgres: $nobs observed lines, timing ${timings:-none}; $nsync sync stalls ($nsync_high high) of $nstall: ${bycause:-none}; pgbench ${tps:-?} tps"
+  else
+    tail -5 "$W/initdb.log" "$W/pg-server.log" 2>/dev/null | indent
+    diag "manual-v2-cap postgres did not start"
+  fi
+  rmdir $m
+  echo "-io" >$CG/cgroup.subtree_control
+  [ "$(cat $CG/cgroup.subtree_control)" = "$before" ] || diag "manual-v2-cap root subtree_control not restored: $(cat $CG/cgroup.subtree_control)"
+  stallscope lab down >"$W/diag-labdown.txt" 2>&1 || indent <"$W/diag-labdown.txt"
+}
+
+fixtures() {
+  local t=/sys/kernel/tracing mounted=0 f n=0 missing=""
+  if [ ! -e $t/events/header_page ]; then mount -t tracefs nodev $t && mounted=1; fi
+  uname -r >"$FIX/uname-r"
+  mkdir -p "$FIX/events"
+  for f in header_page header_event \
+    writeback/balance_dirty_pages writeback/folio_wait_writeback writeback/wait_on_page_writeback \
+    writeback/writeback_start sched/sched_switch sched/sched_waking sched/sched_wakeup; do
+    local src=$t/events/$f
+    [ "${f%/*}" = "$f" ] || src=$src/format
+    if [ -r "$src" ]; then
+      if [ "$src" = "$t/events/$f" ]; then
+        cat "$src" >"$FIX/events/$f"
+      else
+        mkdir -p "$FIX/events/$f"
+        cat "$src" >"$FIX/events/$f/format"
+      fi
+      n=$((n + 1))
+    else
+      missing="$missing ${f#*/}"
+    fi
+  done
+  [ $mounted = 0 ] || umount $t
+  local ns
+  ns=$(find "$FIX/stacks" -type f 2>/dev/null | wc -l)
+  check fixtures "$([ $n -ge 6 ] && echo ok)" "$n format files (absent:${missing:- none}), $ns kernel stacks ($(find "$FIX/stacks" -type f -printf '%f ' 2>/dev/null))"
+  echo "VMTEST-FIXTURES-BEGIN"
+  tar -czf - -C "$FIX" . | base64 -w 76
+  echo "VMTEST-FIXTURES-END"
+}
+
+case ${1:-} in
+  init) guest_init ;;
+  tests) guest_tests ;;
+  *) echo "usage: $0 init|tests (inside the vm-test guest only)" >&2; exit 2 ;;
+esac
