@@ -60,6 +60,7 @@ LAB=/var/tmp/stallscope-lab
 MNT=$LAB/mnt/ext4
 PGBIN=/usr/lib/postgresql/15/bin
 SOCK=/run/vmtest-pg
+PGLOG=/var/log/vmtest-pg
 FIX=$W/fixtures
 
 pass() { echo "VMTEST PASS $1 $2"; }
@@ -149,10 +150,32 @@ run_figures() { # jsonl cap_mib -> sets med dev_med first_t first_conf nstall by
 within10() { awk -v m="$1" -v c="$2" 'BEGIN {exit !(m != "none" && m >= 0.9*c && m <= 1.1*c)}'; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a != "none" && a <= b)}'; }
 
-# --- PostgreSQL on the lab filesystem --------------------------------------------
+# A dashboard frame: `stallscope --target $MNT` in a detached tmux 160x45,
+# captured after 15 s, then q. Sets dash_ok and dash_detail.
+dash_frame() { # tag
+  say "dashboard: stallscope --target $MNT in tmux 160x45, 15 s, then q"
+  rm -f "$W/$1.rc"
+  tmux -u new-session -d -s "$1" -x 160 -y 45 "stallscope --target $MNT; echo EXIT=\$? > $W/$1.rc"
+  sleep 15
+  tmux capture-pane -p -t "$1" >"$W/$1.txt" 2>&1
+  indent <"$W/$1.txt"
+  tmux send-keys -t "$1" q
+  for _ in $(seq 50); do [ -f "$W/$1.rc" ] && break; sleep 0.2; done
+  local header stalls dt exitrc
+  header=$(grep -c "^stallscope  target 1/1 $MNT" "$W/$1.txt")
+  stalls=$(sed -n 's/.*Stalls, newest first (\([0-9]*\) in all).*/\1/p' "$W/$1.txt")
+  dt=$(grep -c 'dirty_throttle' "$W/$1.txt")
+  exitrc=$(cat "$W/$1.rc" 2>/dev/null || echo "still running")
+  tmux kill-server 2>/dev/null
+  dash_ok=$([ "$header" -ge 1 ] && [ "${stalls:-0}" -ge 1 ] && [ "$dt" -ge 1 ] && [ "$exitrc" = EXIT=0 ] && echo ok)
+  dash_detail="header $([ "$header" -ge 1 ] && echo yes || echo no), ${stalls:-no} stalls listed, $dt dirty_throttle rows, q: $exitrc"
+}
+
+# --- PostgreSQL on the lab filesystem (as user postgres, from /) --------------------------------------------
 pg_start() { # pgdata
   install -d -o postgres -g postgres "$1" $SOCK
-  runuser -u postgres -- $PGBIN/initdb -A trust -D "$1" >"$W/initdb.log" 2>&1 || return 1
+  install -d -o postgres -g postgres $PGLOG
+  pgrun $PGBIN/initdb -A trust -D "$1" >"$W/initdb.log" 2>&1 || return 1
   cat >>"$1/postgresql.conf" <<EOC
 shared_buffers = 512MB
 checkpoint_timeout = 30s
@@ -160,13 +183,14 @@ max_wal_size = 4GB
 listen_addresses = ''
 unix_socket_directories = '$SOCK'
 EOC
-  runuser -u postgres -- $PGBIN/pg_ctl -D "$1" -l "$W/pg-server.log" start -w >/dev/null
+  pgrun $PGBIN/pg_ctl -D "$1" -l "$PGLOG/server.log" start -w >/dev/null
 }
 pg_stop() { # pgdata
-  runuser -u postgres -- $PGBIN/pg_ctl -D "$1" stop -m fast -w >/dev/null 2>&1 ||
-    runuser -u postgres -- $PGBIN/pg_ctl -D "$1" stop -m immediate -w >/dev/null 2>&1 || true
+  pgrun $PGBIN/pg_ctl -D "$1" stop -m fast -w >/dev/null 2>&1 ||
+    pgrun $PGBIN/pg_ctl -D "$1" stop -m immediate -w >/dev/null 2>&1 || true
 }
-bench() { runuser -u postgres -- $PGBIN/pgbench -h $SOCK "$@" postgres; }
+pgrun() { (cd / && runuser -u postgres -- "$@"); }
+bench() { pgrun $PGBIN/pgbench -h $SOCK "$@" postgres; }
 
 # pgbench -i, then stallscope observing postgres while pgbench runs 30 s.
 # Leaves $W/$1.jsonl, $W/$1-pgbench.txt; sets tps.
@@ -228,23 +252,8 @@ guest_tests() {
   [ $rc = 0 ] && mountpoint -q $MNT && labup_ok=ok
   check lab-up "$labup_ok" "rc $rc$([ -n "$labup_ok" ] || echo ": $(grep -v '^$' "$W/labup.txt" | tail -1 | cut -c1-200)")"
   if [ -n "$labup_ok" ]; then
-    say "dashboard: stallscope --target $MNT in tmux 160x45, 15 s, then q"
-    rm -f "$W/dash.rc"
-    tmux -u new-session -d -s dash -x 160 -y 45 "stallscope --target $MNT; echo EXIT=\$? > $W/dash.rc"
-    sleep 15
-    tmux capture-pane -p -t dash >"$W/dash.txt" 2>&1
-    indent <"$W/dash.txt"
-    tmux send-keys -t dash q
-
-    for _ in $(seq 50); do [ -f "$W/dash.rc" ] && break; sleep 0.2; done
-    local header stalls dt exitrc
-    header=$(grep -c "^stallscope  target 1/1 $MNT" "$W/dash.txt")
-    stalls=$(sed -n 's/.*Stalls, newest first (\([0-9]*\) in all).*/\1/p' "$W/dash.txt")
-    dt=$(grep -c 'dirty_throttle' "$W/dash.txt")
-    exitrc=$(cat "$W/dash.rc" 2>/dev/null || echo "still running")
-    tmux kill-server 2>/dev/null
-    check dashboard "$([ "$header" -ge 1 ] && [ "${stalls:-0}" -ge 1 ] && [ "$dt" -ge 1 ] && [ "$exitrc" = EXIT=0 ] && echo ok)" \
-      "header $([ "$header" -ge 1 ] && echo yes || echo no), ${stalls:-no} stalls listed, $dt dirty_throttle rows, q: $exitrc"
+    dash_frame dash
+    check dashboard "$dash_ok" "$dash_detail"
 
     say "stallscope run --target $MNT --duration 30s --format jsonl"
     catch_start
@@ -299,7 +308,7 @@ guest_tests() {
       check pg-sync-stalls "$([ "$nsync" -gt 0 ] && echo ok)" \
         "$nsync sync stalls ($nsync_high high confidence) of $nstall: ${bycause:-none}"
     else
-      tail -5 "$W/initdb.log" "$W/pg-server.log" 2>/dev/null | indent
+      tail -5 "$W/initdb.log" "$PGLOG/server.log" 2>/dev/null | indent
       fail pg-sched-timing "PostgreSQL did not start"
       fail pg-sync-stalls "PostgreSQL did not start"
     fi
@@ -341,6 +350,10 @@ manual_cap_diag() {
   echo "+io +memory" >$CG/cgroup.subtree_control
   mkdir -p $m
   echo "$dev wbps=20971520" >$m/io.max
+  echo $$ >$m/cgroup.procs
+  dash_frame diag-dash
+  echo $$ >$SESSION/cgroup.procs
+  diag "manual-v2-cap dashboard: $dash_detail"
   say "$m: io.max $(cat $m/io.max); stallscope run --target $MNT --duration 30s --format jsonl in it"
   catch_start
   sh -c "echo \$\$ > $m/cgroup.procs; exec stallscope run --target $MNT --duration 30s --format jsonl" >"$W/diag-run.jsonl" 2>"$W/diag-run.err"
@@ -361,7 +374,7 @@ manual_cap_diag() {
     pg_figures "$W/diag-pg.jsonl"
     diag "manual-v2-cap postgres: $nobs observed lines, timing ${timings:-none}; $nsync sync stalls ($nsync_high high) of $nstall: ${bycause:-none}; pgbench ${tps:-?} tps"
   else
-    tail -5 "$W/initdb.log" "$W/pg-server.log" 2>/dev/null | indent
+    tail -5 "$W/initdb.log" "$PGLOG/server.log" 2>/dev/null | indent
     diag "manual-v2-cap postgres did not start"
   fi
   rmdir $m

@@ -88,8 +88,8 @@ cleanup() {
     sleep 1
     kill -9 "$qemu_pid" 2>/dev/null || true
   fi
-  if [ -n "$tail_pid" ]; then kill "$tail_pid" 2>/dev/null || true; fi
-  wait 2>/dev/null || true
+  # The progress pipeline's tail follows qemu (--pid) and ends with it.
+  if [ -n "$tail_pid" ]; then wait "$tail_pid" 2>/dev/null || true; fi
   if [ "$keep" = 1 ]; then say "kept $tmp"; else rm -rf "$tmp"; fi
   exit "$rc"
 }
@@ -115,10 +115,13 @@ find_qemu() {
       pkgs=$(apt-get install -s --no-install-recommends qemu-system-x86 | awk '/^Inst /{print $2}')
     fi
     # shellcheck disable=SC2086
-    (cd "$q.part/debs" && apt-get download -q $pkgs 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+    if ! (cd "$q.part/debs" && apt-get download -q $pkgs >../download.log 2>&1); then
+      cat "$q.part/download.log" >&2
+      die "apt-get download of qemu-system-x86 failed"
+    fi
     local d
     for d in "$q.part"/debs/*.deb; do dpkg -x "$d" "$q.part/root"; done
-    rm -rf "$q.part/debs" "$q"
+    rm -rf "$q.part/debs" "$q.part/download.log" "$q"
     mv "$q.part" "$q"
   fi
   qemu=(env "LD_LIBRARY_PATH=$q/root/usr/lib/x86_64-linux-gnu:$q/root/lib/x86_64-linux-gnu"
@@ -157,6 +160,7 @@ build_image() {
   chmod 755 "$root/usr/sbin/policy-rc.d"
   mkdir -p "$root/etc/postgresql-common"
   echo "create_main_cluster = false" >"$root/etc/postgresql-common/createcluster.conf"
+  # shellcheck disable=SC2016 # expanded by that sh, from its arguments
   unshare --mount --propagation private sh -c '
     set -e
     mount -t proc proc "$1/proc"
@@ -245,6 +249,7 @@ truncate -s "${disk_mib}M" "$tmp/test.img"
 mkfs.ext4 -q -F -L vmtest -d "$tmp/disk" "$tmp/test.img"
 
 append="root=/dev/vda rw console=ttyS0 init=/stallscope-init panic=-1 loglevel=4 vmtest.epoch=$(date +%s) vmtest.shell=$shell"
+# shellcheck disable=SC2054 # the commas are qemu's
 qargs=(-accel tcg,thread=multi -cpu max -m 4G -smp 2
   -display none -vga none -nic none -no-reboot -snapshot
   -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
@@ -266,7 +271,8 @@ TMPDIR=$tmp/qtmp timeout -k 10 "$boot_timeout" "${qemu[@]}" "${qargs[@]}" \
   -serial "file:$tmp/console.log" -serial "file:$tmp/guest.log" &
 qemu_pid=$!
 # Progress: the guest's lines as they come, minus the fixture payload.
-tail -n +1 -F "$tmp/guest.log" 2>/dev/null | tr -d '\r' |
+# tail ends by itself within a second of qemu (--pid), so the pipeline does too.
+tail -n +1 -F --pid="$qemu_pid" "$tmp/guest.log" 2>/dev/null | tr -d '\r' |
   awk '/^VMTEST-FIXTURES-BEGIN/{skip=1; print "  (fixtures: receiving)"; next}
        /^VMTEST-FIXTURES-END/{skip=0; next}
        !skip {print "  | " $0; fflush()}' >&2 &
@@ -274,8 +280,6 @@ tail_pid=$!
 qrc=0
 wait "$qemu_pid" || qrc=$?
 qemu_pid=""
-sleep 1
-kill "$tail_pid" 2>/dev/null || true
 wait "$tail_pid" 2>/dev/null || true
 tail_pid=""
 t_guest=$(($(date +%s) - t_boot))
