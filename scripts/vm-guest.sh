@@ -100,32 +100,42 @@ diff_snapshot() { # before-file name
 }
 
 # Kernel stacks of threads blocked in the write path, for fixtures: every
-# 100 ms, D-state threads whose stack names balance_dirty_pages, a sync or
-# a wait on writeback; a few of each kind.
+# 200 ms, D-state threads whose stack names balance_dirty_pages, a sync or
+# a wait on writeback; two of each kind (the counts live in this loop, so
+# a second catcher in the same run starts again at 1 and may overwrite).
 stack_catcher() {
   mkdir -p "$FIX/stacks"
+  local KREL
+  KREL=$(uname -r)
   local -A count=()
   local s line st t stk kind n
   while :; do
     # bash builtins only: forks are dear under TCG
     for s in /proc/[0-9]*/task/[0-9]*/stat; do
-      read -r line <"$s" 2>/dev/null || continue
+      read -r line 2>/dev/null <"$s" || continue
       st=${line##*) }
       [ "${st%% *}" = D ] || continue
       t=${s%/stat}
-      stk=$(<"$t/stack") 2>/dev/null || continue
+      { stk=$(<"$t/stack"); } 2>/dev/null || continue
       case $stk in
         *balance_dirty_pages*) kind=balance_dirty_pages ;;
-        *fsync*|*fdatasync*|*msync*|*sync_file_range*) kind=fsync ;;
-        *wait_on_page_writeback*|*folio_wait_writeback*) kind=wait_on_writeback ;;
+        *msync*) kind=msync ;;
+        *fsync*|*fdatasync*|*sync_file_range*)
+          case $stk in
+            *folio_wait_writeback*|*wait_on_page_writeback*) kind=fsync-data-writeback ;;
+            *jbd2*|*xlog*) kind=fsync-journal ;;
+            *blkdev_issue_flush*) kind=fsync-cache-flush ;;
+            *) kind=fsync-other ;;
+          esac ;;
+        *folio_wait_writeback*|*wait_on_page_writeback*) kind=wait_on_writeback ;;
         *) continue ;;
       esac
       n=${count[$kind]:-0}
-      [ "$n" -lt 3 ] || continue
+      [ "$n" -lt 2 ] || continue
       n=$((n + 1))
       count[$kind]=$n
       {
-        echo "# comm: $(<"$t/comm"), syscall: $(<"$t/syscall"), kernel $(uname -r)"
+        echo "# comm: $(<"$t/comm"), syscall: $(<"$t/syscall"), kernel $KREL"
         echo "$stk"
       } >"$FIX/stacks/$kind-$n.txt" 2>/dev/null
     done
@@ -160,15 +170,26 @@ dash_frame() { # tag
   tmux capture-pane -p -t "$1" >"$W/$1.txt" 2>&1
   indent <"$W/$1.txt"
   tmux send-keys -t "$1" q
-  for _ in $(seq 50); do [ -f "$W/$1.rc" ] && break; sleep 0.2; done
+  # q must end it (writers blocked in an msync finish first): up to 30 s.
+  local t0=$SECONDS quit_s=""
+  while [ $((SECONDS - t0)) -lt 30 ]; do
+    [ -f "$W/$1.rc" ] && { quit_s=$((SECONDS - t0)); break; }
+    sleep 0.2
+  done
   local header stalls dt exitrc
   header=$(grep -c "^stallscope  target 1/1 $MNT" "$W/$1.txt")
   stalls=$(sed -n 's/.*Stalls, newest first (\([0-9]*\) in all).*/\1/p' "$W/$1.txt")
   dt=$(grep -c 'dirty_throttle' "$W/$1.txt")
-  exitrc=$(cat "$W/$1.rc" 2>/dev/null || echo "still running")
+  exitrc=$(cat "$W/$1.rc" 2>/dev/null || echo "still running after 30 s")
   tmux kill-server 2>/dev/null
+  # What comes next measures from a quiet start: no stallscope left, the
+  # dashboard's dirty data written back.
+  for _ in $(seq 120); do pgrep -x stallscope >/dev/null || break; sleep 0.5; done
+  t0=$SECONDS
+  sync
+  say "sync after the dashboard: $((SECONDS - t0)) s"
   dash_ok=$([ "$header" -ge 1 ] && [ "${stalls:-0}" -ge 1 ] && [ "$dt" -ge 1 ] && [ "$exitrc" = EXIT=0 ] && echo ok)
-  dash_detail="header $([ "$header" -ge 1 ] && echo yes || echo no), ${stalls:-no} stalls listed, $dt dirty_throttle rows, q: $exitrc"
+  dash_detail="header $([ "$header" -ge 1 ] && echo yes || echo no), ${stalls:-no} stalls listed, $dt dirty_throttle rows, q: $exitrc${quit_s:+ after ${quit_s} s}"
 }
 
 # --- PostgreSQL on the lab filesystem (as user postgres, from /) --------------------------------------------
@@ -336,6 +357,20 @@ guest_tests() {
   echo "VMTEST DONE"
 }
 
+# `stallscope run` on the lab inside the hand-capped cgroup $1.
+diag_run() { # cgroup tag
+  say "stallscope run --target $MNT --duration 30s --format jsonl in $1 ($2)"
+  catch_start
+  sh -c "echo \$\$ > $1/cgroup.procs; exec stallscope run --target $MNT --duration 30s --format jsonl" >"$W/diag-run-$2.jsonl" 2>"$W/diag-run-$2.err"
+  local rc=$?
+  catch_stop
+  jq -c 'select(.type=="interval") | {t_s, mib_per_s, dev: .dev.write_mib_per_s, dirty_kib, stalls, bdp}' "$W/diag-run-$2.jsonl" | indent
+  run_figures "$W/diag-run-$2.jsonl"
+  local maxp
+  maxp=$(jq -r 'select(.type=="interval") | .bdp.max_pause_ms' "$W/diag-run-$2.jsonl" | sort -g | tail -1)
+  diag "manual-v2-cap run ($2): written ${med} MiB/s of 20 (median after 10 s; device ${dev_med}; rc $rc), first dirty_throttle stall at ${first_t} s (${first_conf}); ${nstall} stalls: ${bycause:-none}; longest throttle pause ${maxp} ms"
+}
+
 manual_cap_diag() {
   say "DIAGNOSTIC (not a check): manual cgroup-v2 cap, lab up --cap 0"
   local before rc dev m=$CG/vmtest-manual
@@ -350,17 +385,15 @@ manual_cap_diag() {
   echo "+io +memory" >$CG/cgroup.subtree_control
   mkdir -p $m
   echo "$dev wbps=20971520" >$m/io.max
+  say "$m: io.max $(cat $m/io.max)"
+  # The run on a fresh lab, then the dashboard, then the run again (the
+  # README's order), to tell the kernel's throttling history from the cap.
+  diag_run "$m" fresh
   echo $$ >$m/cgroup.procs
   dash_frame diag-dash
   echo $$ >$SESSION/cgroup.procs
   diag "manual-v2-cap dashboard: $dash_detail"
-  say "$m: io.max $(cat $m/io.max); stallscope run --target $MNT --duration 30s --format jsonl in it"
-  catch_start
-  sh -c "echo \$\$ > $m/cgroup.procs; exec stallscope run --target $MNT --duration 30s --format jsonl" >"$W/diag-run.jsonl" 2>"$W/diag-run.err"
-  rc=$?
-  catch_stop
-  run_figures "$W/diag-run.jsonl"
-  diag "manual-v2-cap written ${med} MiB/s of 20 (median after 10 s; device ${dev_med}; rc $rc), first dirty_throttle at ${first_t} s (${first_conf}); ${nstall} stalls: ${bycause:-none}"
+  diag_run "$m" after-dashboard
   # PostgreSQL in the same hand-capped cgroup (at 10 MiB/s), observed.
   echo "$dev wbps=10485760" >$m/io.max
   chmod 755 $LAB

@@ -299,6 +299,7 @@ if grep -q '^VMTEST-FIXTURES-END' "$tmp/guest.txt"; then
     if [ "$save_fixtures" = 1 ]; then
       kx=$(echo "$kver" | cut -d. -f1,2)
       dest=$repo/tests/fixtures/kernels/$kx
+      rm -rf "$dest"
       mkdir -p "$dest"
       cp -r "$tmp/fixtures/." "$dest/"
       say "fixtures: saved into $dest"
