@@ -383,6 +383,15 @@ impl Session {
                         "wake-up chains need the scheduler's timing (--observe-timing auto): threads asleep waiting for other threads are not followed".into(),
                     );
                 }
+                let f = t.features();
+                self.agg.set_trace_unseen(crate::fold::attribute::Unseen {
+                    throttle: f.throttle.is_err(),
+                    page_waits: f.page_wait.is_err(),
+                    flusher: f.flusher.is_err(),
+                });
+                for m in f.missing() {
+                    self.notes.push(format!("tracing without {m}"));
+                }
                 self.trace = Some(t);
                 self.agg.set_tracing(true);
                 self.refresh_trace_filters();
@@ -394,9 +403,9 @@ impl Session {
                 if !self.prepared.watched.is_empty()
                     && self.cfg.chains == crate::config::Chains::Auto
                 {
-                    self.notes.push(
-                        "wake-up chains need root (tracefs): only observed threads' own kernel waits (D state) are stalls; threads asleep waiting for other threads are not followed".into(),
-                    );
+                    self.notes.push(format!(
+                        "wake-up chains need tracing ({why}): only observed threads' own kernel waits (D state) are stalls; threads asleep waiting for other threads are not followed"
+                    ));
                 }
                 self.trace_error = Some(why);
             }

@@ -11,16 +11,16 @@
 //! under writeback a thousand times a second, and as text those waits cost
 //! stallscope more than all its scheduler events.
 //!
-//! Page layout (`events/header_page`, 64-bit): u64 timestamp, u64 commit
-//! (bytes of data; bit 31 = events were lost before it, bit 30 = their
-//! count is stored after the data), then the events, each a u32 header
-//! (`type_len`: 5 bits, `time_delta`: 27 bits; `events/header_event`).
+//! Page layout (`events/header_page`, read by [`PageLayout`]): u64
+//! timestamp, then commit (bytes of data, 8 bytes on 64-bit kernels; bit
+//! 31 = events were lost before it, bit 30 = their count is stored after
+//! the data), then the events, each a u32 header (`type_len`: 5 bits,
+//! `time_delta`: 27 bits; `events/header_event`). A page is the kernel's
+//! page (64 KiB on some arm64) or, from 6.8, a sub-buffer of the size the
+//! instance was given: header_page says which.
 
 use crate::model::kernel::{Comm, TraceEvent, TraceKind};
 use std::path::Path;
-
-/// The page wait recorded with the scheduler's events, under `events/`.
-pub const WAIT_EVENT: &str = "writeback/folio_wait_writeback";
 
 /// `type_len` values with a meaning of their own.
 const TYPE_PADDING: u32 = 29;
@@ -31,7 +31,42 @@ const TS_SHIFT: u32 = 27;
 const FLAG_HARDIRQ: u8 = 0x08;
 const MISSED_EVENTS: u64 = 1 << 31;
 const MISSED_STORED: u64 = 1 << 30;
-const PAGE_HEADER: usize = 16;
+
+/// Where a raw page's commit word and data are, and how long a page is,
+/// from `events/header_page`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageLayout {
+    pub commit: Field,
+    /// Offset of the first event.
+    pub data: usize,
+    /// Bytes per page (or sub-buffer): what one read returns at most.
+    pub size: usize,
+}
+
+impl PageLayout {
+    /// From the text of `events/header_page`.
+    pub fn parse(text: &str) -> Option<PageLayout> {
+        let fields = format_fields_at(text);
+        let get = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, f)| *f);
+        let (commit, data) = (get("commit")?, get("data")?);
+        (commit.size == 4 || commit.size == 8).then_some(PageLayout {
+            commit,
+            data: data.offset,
+            size: data.offset + data.size,
+        })
+    }
+}
+
+impl Default for PageLayout {
+    /// x86_64's: 4 KiB pages, an 8-byte commit word.
+    fn default() -> Self {
+        PageLayout {
+            commit: Field { offset: 8, size: 8 },
+            data: 16,
+            size: 4096,
+        }
+    }
+}
 
 /// One field of an event record: where it is and how wide.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,16 +132,20 @@ impl SchedFormat {
         })
     }
 
-    /// From an instance's (or tracefs's) `events/sched/*/format`.
-    pub fn read(events: &Path) -> Result<SchedFormat, String> {
+    /// From an instance's (or tracefs's) `events/sched/*/format`, and
+    /// the page wait's format when this kernel has one (`wait`: its name
+    /// under `events/writeback/`).
+    pub fn read(events: &Path, wait: Option<&str>) -> Result<SchedFormat, String> {
         let read = |e: &str| {
             std::fs::read_to_string(events.join("sched").join(e).join("format"))
                 .map_err(|err| format!("read sched:{e} format: {err}"))
         };
         let mut f = SchedFormat::parse(&read("sched_switch")?, &read("sched_waking")?)
             .ok_or_else(|| "unexpected sched_switch/sched_waking format".to_string())?;
-        f.wait = std::fs::read_to_string(events.join(WAIT_EVENT).join("format"))
-            .ok()
+        f.wait = wait
+            .and_then(|w| {
+                std::fs::read_to_string(events.join("writeback").join(w).join("format")).ok()
+            })
             .and_then(|t| WaitFormat::parse(&t));
         Ok(f)
     }
@@ -120,15 +159,20 @@ fn parse_format(text: &str) -> Option<(u16, Vec<(String, Field)>)> {
         .trim()
         .parse()
         .ok()?;
-    let fields = text
-        .lines()
+    Some((id, format_fields_at(text)))
+}
+
+/// Every `field:<type> <name>[N]; offset:O; size:S;` (also header_page's
+/// `field: u64 timestamp;`).
+fn format_fields_at(text: &str) -> Vec<(String, Field)> {
+    text.lines()
         .filter_map(|l| {
             let mut decl = None;
             let mut offset = None;
             let mut size = None;
             for part in l.split(';').map(str::trim) {
                 if let Some(d) = part.strip_prefix("field:") {
-                    let name = d.rsplit(' ').next()?;
+                    let name = d.trim().rsplit(' ').next()?;
                     decl = Some(name.split('[').next()?.to_string());
                 } else if let Some(o) = part.strip_prefix("offset:") {
                     offset = o.parse().ok();
@@ -144,8 +188,7 @@ fn parse_format(text: &str) -> Option<(u16, Vec<(String, Field)>)> {
                 },
             ))
         })
-        .collect();
-    Some((id, fields))
+        .collect()
 }
 
 fn le(b: &[u8], at: usize, size: usize) -> Option<u64> {
@@ -161,18 +204,24 @@ fn le(b: &[u8], at: usize, size: usize) -> Option<u64> {
 /// Decodes one page read from `trace_pipe_raw` into `out`; returns how
 /// many events the kernel says were lost before it (0 if none, 1 when it
 /// only says "some").
-pub fn parse_page(page: &[u8], fmt: &SchedFormat, out: &mut Vec<TraceEvent>) -> u64 {
-    let (Some(mut ts), Some(commit)) = (le(page, 0, 8), le(page, 8, 8)) else {
+pub fn parse_page(
+    page: &[u8],
+    layout: &PageLayout,
+    fmt: &SchedFormat,
+    out: &mut Vec<TraceEvent>,
+) -> u64 {
+    let c = layout.commit;
+    let (Some(mut ts), Some(commit)) = (le(page, 0, 8), le(page, c.offset, c.size)) else {
         return 0;
     };
     let len = (commit & !(MISSED_EVENTS | MISSED_STORED)) as usize;
-    let end = (PAGE_HEADER + len).min(page.len());
+    let end = (layout.data + len).min(page.len());
     let lost = if commit & MISSED_STORED != 0 {
-        le(page, end, 8).unwrap_or(1)
+        le(page, end, c.size).unwrap_or(1)
     } else {
         u64::from(commit & MISSED_EVENTS != 0)
     };
-    let mut at = PAGE_HEADER;
+    let mut at = layout.data;
     while at + 4 <= end {
         let Some(h) = le(page, at, 4) else { break };
         let (type_len, delta) = ((h & 31) as u32, h >> 5);
@@ -449,7 +498,7 @@ mod tests {
             0,
         );
         let mut out = Vec::new();
-        assert_eq!(parse_page(&p, &fmt(), &mut out), 0);
+        assert_eq!(parse_page(&p, &PageLayout::default(), &fmt(), &mut out), 0);
         let got: Vec<(u64, u32, TraceKind)> = out
             .into_iter()
             .map(|e| (e.t_mono_ns, e.tid, e.kind))
@@ -500,18 +549,18 @@ mod tests {
         long.resize(200, 0); // longer than 28 words: length in array[0]
         let mut p = page(5, &[(1, long)], MISSED_EVENTS);
         let mut out = Vec::new();
-        assert_eq!(parse_page(&p, &fmt(), &mut out), 1);
+        assert_eq!(parse_page(&p, &PageLayout::default(), &fmt(), &mut out), 1);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].t_mono_ns, 6);
         // Padding with no delta ends the page whatever follows.
         let pad = (TYPE_PADDING).to_le_bytes();
         p[16..20].copy_from_slice(&pad);
         out.clear();
-        parse_page(&p, &fmt(), &mut out);
+        parse_page(&p, &PageLayout::default(), &fmt(), &mut out);
         assert!(out.is_empty());
         // Garbage never panics.
         for n in [0, 3, 15, 16, 17, 100] {
-            parse_page(&vec![0xff; n], &fmt(), &mut out);
+            parse_page(&vec![0xff; n], &PageLayout::default(), &fmt(), &mut out);
         }
     }
 }
