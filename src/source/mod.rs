@@ -8,6 +8,7 @@ pub mod observe;
 pub mod proc;
 pub mod sched_raw;
 pub mod scratch;
+pub mod support;
 pub mod trace;
 pub mod watchdog;
 pub mod writer;

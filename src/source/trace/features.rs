@@ -89,6 +89,8 @@ pub struct TraceFeatures {
     /// The ring buffer's page (`events/header_page`): raw pages are read
     /// whole, in the kernel's page size.
     pub page: Result<PageLayout, String>,
+    /// raw_syscalls:sys_enter and sys_exit are there.
+    pub syscalls: bool,
 }
 
 impl TraceFeatures {
@@ -102,12 +104,10 @@ impl TraceFeatures {
             flusher: check(&FLUSHER),
             switch: check(&SWITCH),
             waking: check(&WAKING),
-            page: std::fs::read_to_string(events.join("header_page"))
-                .map_err(|e| format!("events/header_page: {e}"))
-                .and_then(|t| {
-                    PageLayout::parse(&t)
-                        .ok_or_else(|| "events/header_page: unexpected layout".into())
-                }),
+            page: read_header_page(events),
+            syscalls: ["sys_enter", "sys_exit"]
+                .iter()
+                .all(|e| events.join("raw_syscalls").join(e).is_dir()),
         }
     }
 
@@ -153,6 +153,19 @@ impl TraceFeatures {
             (&WAKING, &self.waking),
         ]
     }
+}
+
+/// The page layout of `events/header_page` under `events`. One read: like
+/// a filter file it answers only the first read (a second, at a non-zero
+/// offset, returns nothing, and `read_to_string` starts with 32 bytes).
+pub fn read_header_page(events: &Path) -> Result<PageLayout, String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 16 << 10];
+    let n = std::fs::File::open(events.join("header_page"))
+        .and_then(|mut f| f.read(&mut buf))
+        .map_err(|e| format!("events/header_page: {e}"))?;
+    PageLayout::parse(&String::from_utf8_lossy(&buf[..n]))
+        .ok_or_else(|| "events/header_page: unexpected layout".into())
 }
 
 /// The events named in `STALLSCOPE_HIDE_EVENTS`.

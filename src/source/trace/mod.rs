@@ -344,11 +344,8 @@ impl TraceSession {
                 .and(wait)
                 .map(|w| format!("writeback/{w}"));
             // The instance's own page (6.8 sub-buffers are per instance).
-            raw.layout = fs::read_to_string(events.join("header_page"))
-                .ok()
-                .and_then(|t| PageLayout::parse(&t))
-                .or_else(|| self.features.page.clone().ok())
-                .ok_or("events/header_page: unexpected layout")?;
+            raw.layout =
+                features::read_header_page(&events).or_else(|_| self.features.page.clone())?;
             raw.page = vec![0u8; raw.layout.size];
             let per_cpu = fs::read_dir(raw.instance.join("per_cpu"))
                 .map_err(|e| format!("read per_cpu: {e}"))?;
