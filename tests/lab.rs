@@ -387,3 +387,60 @@ fn exec_and_adopt_on_cgroup_v1_run_and_move_nothing() {
     ok(&lab(&["down"], &f.dir));
     assert_eq!(f.before, system_state());
 }
+
+/// The v2 group's moves on this kernel's real cgroup2 tree (here it may
+/// have no controllers, so no io.max: the caps themselves are unit-tested
+/// on a fake root). `lab exec` runs its command in the group, `lab adopt`
+/// moves a process with its children, `lab down` moves them back and
+/// removes the group.
+#[test]
+fn exec_adopt_and_down_move_processes_on_cgroup_v2() {
+    use stallscope::source::cgroup::{Cgroups, LAB_GROUP};
+    let test = "exec_adopt_and_down_move_processes_on_cgroup_v2";
+    let Some(root) = Cgroups::detect().v2_root else {
+        skip(test, "no cgroup2 mounted");
+        return;
+    };
+    let Some(f) = fresh(test) else {
+        return;
+    };
+    assert!(!root.join(LAB_GROUP).exists(), "a group left over");
+    std::fs::create_dir_all(&f.dir).unwrap();
+    let mut st = stallscope::cmd::lab::state::LabState::default();
+    let group = stallscope::cmd::lab::cap::ensure_group(&root, &f.dir, &mut st).unwrap();
+    let cgroup_of = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let lab_cmd = |args: &[&str]| {
+        bin()
+            .args(["lab", args[0], "--dir"])
+            .arg(&f.dir)
+            .args(&args[1..])
+            .output()
+            .unwrap()
+    };
+    let out = lab_cmd(&["exec", "--", "sh", "-c", "cat /proc/self/cgroup; exit 4"]);
+    assert_eq!(out.status.code(), Some(4));
+    let inside = format!("0::/{LAB_GROUP}\n");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&inside));
+    let mut server = Command::new("sh")
+        .args(["-c", "sleep 30 & sleep 30 & wait"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let was = cgroup_of(server.id());
+    let err = ok(&lab_cmd(&["adopt", &server.id().to_string()]));
+    assert!(err.contains("3 processes"), "{err}");
+    let procs = std::fs::read_to_string(group.join("cgroup.procs")).unwrap();
+    assert_eq!(procs.lines().count(), 3, "{procs}");
+    assert!(cgroup_of(server.id()).contains(&inside));
+    ok(&lab(&["down"], &f.dir));
+    assert_eq!(cgroup_of(server.id()), was, "moved back");
+    assert!(!group.exists(), "group removed");
+    assert!(!f.dir.exists());
+    // Its two sleeps first (by parent pid), then the shell.
+    let _ = Command::new("pkill")
+        .args(["-P", &server.id().to_string()])
+        .status();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(f.before, system_state());
+}
