@@ -268,6 +268,16 @@ fn ok(out: &std::process::Output) -> String {
     err
 }
 
+/// `lab SUB --dir DIR REST…`, for a REST that ends in `-- CMD`.
+fn lab_first(args: &[&str], dir: &Path) -> std::process::Output {
+    bin()
+        .args(["lab", args[0], "--dir"])
+        .arg(dir)
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
 /// A small ext4 lab (`extra` options added); its mount point.
 fn small_lab(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
     let mut args = vec!["up", "--fs", "ext4", "--size", "256MiB"];
@@ -368,14 +378,7 @@ fn exec_and_adopt_on_cgroup_v1_run_and_move_nothing() {
         return;
     };
     small_lab(&f.dir, &["--cap", "20MiB"]);
-    let lab_cmd = |args: &[&str]| {
-        bin()
-            .args(["lab", args[0], "--dir"])
-            .arg(&f.dir)
-            .args(&args[1..])
-            .output()
-            .unwrap()
-    };
+    let lab_cmd = |args: &[&str]| lab_first(args, &f.dir);
     let out = lab_cmd(&["exec", "--", "sh", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cgroup v1"));
@@ -409,14 +412,7 @@ fn exec_adopt_and_down_move_processes_on_cgroup_v2() {
     let mut st = stallscope::cmd::lab::state::LabState::default();
     let group = stallscope::cmd::lab::cap::ensure_group(&root, &f.dir, &mut st).unwrap();
     let cgroup_of = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let lab_cmd = |args: &[&str]| {
-        bin()
-            .args(["lab", args[0], "--dir"])
-            .arg(&f.dir)
-            .args(&args[1..])
-            .output()
-            .unwrap()
-    };
+    let lab_cmd = |args: &[&str]| lab_first(args, &f.dir);
     let out = lab_cmd(&["exec", "--", "sh", "-c", "cat /proc/self/cgroup; exit 4"]);
     assert_eq!(out.status.code(), Some(4));
     let inside = format!("0::/{LAB_GROUP}\n");
