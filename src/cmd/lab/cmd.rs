@@ -246,8 +246,14 @@ pub fn status_text(dir: &Path, st: &LabState) -> String {
     if let Some(m) = &st.cap_method {
         s += &format!("  cap via {m}\n");
     }
-    if st.group().is_some() && bps > 0 {
-        s += &cap::systemd_hint(&devices, bps);
+    if let Some(g) = st.group() {
+        if g.is_dir() && !g.join("io.max").exists() {
+            // systemd may turn io off in the root when it re-realizes its units.
+            s += "  io.max is gone from the group: the io controller was disabled in the root's cgroup.subtree_control (by systemd?); the cap is off\n";
+        }
+        if bps > 0 {
+            s += &cap::systemd_hint(&devices, bps);
+        }
     }
     if st.steps.iter().any(|s| matches!(s, Step::Dirty { .. })) {
         if let Ok(d) = DirtyLimits::read() {
