@@ -2,7 +2,6 @@
 //! (`gather`) is separate from the text (`render`) so the wording is tested
 //! on a fixed report.
 
-use crate::cmd::lab::guards::blkio_cap;
 use crate::model::snapshot::TargetMeta;
 use crate::session::default_target;
 use crate::source::mounts::describe;
@@ -20,7 +19,8 @@ pub struct TargetProbe {
     /// Kernel device name and its bdi, or why there is no block device.
     pub device: Result<(String, String), String>,
     pub bdi: Option<BdiSettings>,
-    /// cgroup v1 write cap on the device, bytes/s (0 = none).
+    /// Write cap on the device for our writers, bytes/s (0 = none): the v1
+    /// root throttle, or io.max on our cgroup, its ancestors or the lab's.
     pub cap_bps: Option<u64>,
     /// Whether our writers could work here; Err says why not.
     pub writable: Result<(), String>,
@@ -87,7 +87,7 @@ fn probe_target(root: &ProcRoot, p: &Path) -> TargetProbe {
     let cap_bps = dev
         .as_ref()
         .ok()
-        .and_then(|d| blkio_cap(d.major, d.minor).ok());
+        .map(|d| crate::source::cgroup::write_cap(d.major, d.minor).unwrap_or(0));
     TargetProbe {
         meta: describe(p),
         device: dev.and_then(|d| {

@@ -46,6 +46,9 @@ pub struct Prepared {
     pub journal: Option<Scratch>,
     /// Observe mode: the processes to watch, resolved before anything starts.
     pub watched: Vec<crate::model::observed::Watched>,
+    /// In the lab's capped cgroup (v2) while targets are on its devices;
+    /// back where we were when the run ends.
+    pub cgroup: Option<crate::source::cgroup::CgroupJoin>,
 }
 
 /// The default target: $TMPDIR, else /var/tmp.
@@ -116,7 +119,9 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
         (Some(j), Mode::Journal) => Some(Scratch::create(j)?),
         _ => None,
     };
+    let paths: Vec<PathBuf> = targets.iter().map(|t| t.path.clone()).collect();
     Ok(Prepared {
+        cgroup: crate::source::cgroup::join_for_targets(&paths),
         targets,
         journal,
         watched,
