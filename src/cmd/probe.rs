@@ -50,8 +50,8 @@ pub fn gather(targets: &[PathBuf]) -> Probe {
     let support = support::gather(
         &root,
         tracing,
-        support::cgroup_layout(),
-        crate::cmd::lab::cmd::cap_method().map(str::to_string),
+        support::describe_cgroups(&crate::source::cgroup::Cgroups::detect()),
+        Some(crate::cmd::lab::cap::detect().map(|m| m.describe())),
     )
     .support();
     let vm = kproc::read_vmstat(&root).ok();
@@ -234,7 +234,7 @@ mod tests {
                 psi_off: false,
                 bdi_bytes: true,
                 cgroup: "v1".into(),
-                cap: Ok("blkio".into()),
+                cap: Some(Ok("blkio".into())),
             }
             .support(),
             sysctls: None,

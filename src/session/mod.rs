@@ -366,7 +366,20 @@ impl Session {
     /// The private tracefs instance (root); observed threads are timed by
     /// the scheduler when its events are there.
     fn start_tracing(&mut self) {
-        match TraceSession::start(None) {
+        let started = TraceSession::start(None);
+        // What this kernel gives, in one line (the same as `probe`'s table).
+        let support = crate::source::support::gather(
+            &ProcRoot::default(),
+            started
+                .as_ref()
+                .map(|t| t.features().clone())
+                .map_err(Clone::clone),
+            crate::source::support::describe_cgroups(&crate::source::cgroup::Cgroups::detect()),
+            None,
+        )
+        .support();
+        self.notes.push(support.one_line());
+        match started {
             Ok(mut t) => {
                 let sched_wanted = self.cfg.observe_timing == crate::config::ObserveTiming::Auto;
                 let chains = self.cfg.chains == crate::config::Chains::Auto;

@@ -3,6 +3,7 @@
 //! `run` and the dashboard as one line at start. Gathering reads /proc,
 //! /sys and the tracefs events (`gather`); the rest is pure over `Support`.
 
+use crate::source::cgroup::{Cgroups, Layout};
 use crate::source::proc::ProcRoot;
 use crate::source::trace::{TraceFeatures, HIDE_ENV};
 use std::fmt::Write as _;
@@ -37,9 +38,10 @@ pub struct Facts {
     pub psi_off: bool,
     /// bdi `max_bytes` (per-device dirty limits in bytes, 6.2+).
     pub bdi_bytes: bool,
-    /// The cgroup layout and how a write cap is applied, or why not.
+    /// The cgroup layout, and how a write cap is applied or why not
+    /// (None: not asked, as in a run, which joins the lab's cap by itself).
     pub cgroup: String,
-    pub cap: Result<String, String>,
+    pub cap: Option<Result<String, String>>,
 }
 
 /// Reads what this machine gives; `tracing` is the caller's (starting a
@@ -48,7 +50,7 @@ pub fn gather(
     root: &ProcRoot,
     tracing: Result<TraceFeatures, String>,
     cgroup: String,
-    cap: Result<String, String>,
+    cap: Option<Result<String, String>>,
 ) -> Facts {
     let kernel = std::fs::read_to_string(root.proc.join("sys/kernel/osrelease"))
         .map(|s| s.trim().to_string())
@@ -72,38 +74,30 @@ pub fn gather(
     }
 }
 
-/// The cgroup hierarchies mounted here (`/proc/self/mountinfo`): v2 only,
-/// v1 only, or both (hybrid, with which v1 controllers).
-pub fn cgroup_layout() -> String {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    layout_of(&info)
-}
-
-/// `cgroup_layout` over the text of a mountinfo.
-pub fn layout_of(mountinfo: &str) -> String {
-    let mut v2 = None;
-    let mut v1 = Vec::new();
-    for l in mountinfo.lines() {
-        let Some((left, right)) = l.split_once(" - ") else {
-            continue;
-        };
-        let point = left.split_whitespace().nth(4).unwrap_or("");
-        let mut r = right.split_whitespace();
-        match (r.next(), r.nth(1)) {
-            (Some("cgroup2"), _) => v2 = Some(point.to_string()),
-            (Some("cgroup"), Some(opts)) => v1.extend(
-                opts.split(',')
-                    .filter(|o| ["blkio", "memory", "io"].contains(o))
-                    .map(str::to_string),
-            ),
-            _ => {}
-        }
-    }
-    match (v2, v1.is_empty()) {
-        (Some(p), true) => format!("v2 only (unified at {p})"),
-        (Some(p), false) => format!("hybrid: v1 {} with v2 at {p}", v1.join(", ")),
-        (None, false) => format!("v1 ({})", v1.join(", ")),
-        (None, true) => "no cgroup filesystem mounted".into(),
+/// The cgroup layout in words: v2 only, v1, or both (hybrid), and where
+/// the controllers that cap writes live.
+pub fn describe_cgroups(cg: &Cgroups) -> String {
+    let at = |p: &Option<std::path::PathBuf>| {
+        p.as_ref()
+            .map_or(String::new(), |p| format!(" at {}", p.display()))
+    };
+    match cg.layout {
+        Layout::Unified => format!("v2 only (unified{})", at(&cg.v2_root)),
+        Layout::Hybrid => format!(
+            "hybrid: v1{}{} beside v2{}",
+            if cg.v1_blkio.is_some() { " blkio" } else { "" },
+            if cg.v1_memory { " memory" } else { "" },
+            at(&cg.v2_root)
+        ),
+        Layout::V1 => format!(
+            "v1 only{}",
+            if cg.v1_blkio.is_some() {
+                " (blkio)"
+            } else {
+                ""
+            }
+        ),
+        Layout::None => "no cgroup filesystem mounted".into(),
     }
 }
 
@@ -156,10 +150,11 @@ impl Facts {
             (!self.bdi_bytes).then(|| "kernel 6.2+ for byte limits; max_ratio works before".into()),
         ));
         rows.push(row("cgroup layout", true, self.cgroup.clone(), None));
-        rows.push(match &self.cap {
-            Ok(how) => row("write cap", true, how.clone(), None),
-            Err(why) => row("write cap", false, why.clone(), None),
-        });
+        match &self.cap {
+            Some(Ok(how)) => rows.push(row("write cap", true, how.clone(), None)),
+            Some(Err(why)) => rows.push(row("write cap", false, why.clone(), None)),
+            None => {}
+        }
         Support {
             kernel: self.kernel.clone(),
             rows,
@@ -282,22 +277,28 @@ mod tests {
             psi_off: true,
             bdi_bytes: false,
             cgroup: "v2 (unified)".into(),
-            cap: Ok("io.max in cgroup stallscope-lab".into()),
+            cap: Some(Ok("io.max in cgroup stallscope-lab".into())),
         }
     }
 
     #[test]
     fn cgroup_layouts_are_told_apart() {
         let v2 = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
-        assert_eq!(layout_of(v2), "v2 only (unified at /sys/fs/cgroup)");
+        assert_eq!(
+            describe_cgroups(&Cgroups::parse(v2)),
+            "v2 only (unified at /sys/fs/cgroup)"
+        );
         let hybrid = "31 30 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
                       35 30 0:31 / /sys/fs/cgroup/blkio rw - cgroup cgroup rw,blkio\n\
                       36 30 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
         assert_eq!(
-            layout_of(hybrid),
-            "hybrid: v1 blkio, memory with v2 at /sys/fs/cgroup/unified"
+            describe_cgroups(&Cgroups::parse(hybrid)),
+            "hybrid: v1 blkio memory beside v2 at /sys/fs/cgroup/unified"
         );
-        assert_eq!(layout_of(""), "no cgroup filesystem mounted");
+        assert_eq!(
+            describe_cgroups(&Cgroups::parse("")),
+            "no cgroup filesystem mounted"
+        );
     }
 
     #[test]
