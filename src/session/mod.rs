@@ -263,6 +263,8 @@ pub struct Session {
     trace_buf: Vec<crate::model::kernel::TraceEvent>,
     /// Why tracing is unavailable, if it is.
     pub trace_error: Option<String>,
+    /// What this kernel gives and lacks, in one line (`source::support`).
+    pub support_line: String,
     /// Observe mode: the sampler of the watched processes and their
     /// current thread ids (tracing follows them).
     observer: Option<crate::source::observe::Observer>,
@@ -354,6 +356,7 @@ impl Session {
             trace: None,
             trace_buf: Vec::new(),
             trace_error: None,
+            support_line: String::new(),
             observer,
             obs_tids: Vec::new(),
             interval_ns,
@@ -378,7 +381,8 @@ impl Session {
             None,
         )
         .support();
-        self.notes.push(support.one_line());
+        self.support_line = support.one_line();
+        self.notes.push(self.support_line.clone());
         match started {
             Ok(mut t) => {
                 let sched_wanted = self.cfg.observe_timing == crate::config::ObserveTiming::Auto;
