@@ -350,7 +350,7 @@ const SYNC_CALLS: [&str; 7] = [
 
 /// Frames to leave out of a compact stack: the scheduler and tracing
 /// machinery every blocked thread has on top.
-const SCHED_FRAMES: [&str; 14] = [
+const SCHED_FRAMES: [&str; 13] = [
     "trace_event_raw_event_sched_switch",
     "__traceiter_sched_switch",
     "__schedule",
@@ -363,7 +363,6 @@ const SCHED_FRAMES: [&str; 14] = [
     "__wait_on_bit",
     "folio_wait_bit",
     "folio_wait_bit_common",
-    "wait_on_page_bit",
     "wait_on_page_bit_common",
 ];
 
@@ -432,7 +431,7 @@ pub fn read_stack(stack: &str) -> StackReading {
     let in_fault = has(&FAULT_FRAMES);
     let wait = if stack.contains("balance_dirty_pages") {
         Some("dirty throttle")
-    } else if has(&STABLE_PAGE_WAITS) {
+    } else if has(&STABLE_PAGE_WAITS) || old_stable_page_wait(stack) {
         Some("stable page")
     } else if has(&PAGE_WRITEBACK_WAITS) {
         Some("data writeback")
@@ -471,6 +470,15 @@ pub fn read_stack(stack: &str) -> StackReading {
         syscall,
         wait,
     }
+}
+
+/// Before 5.2 a stable-page wait in a write fault leaves only
+/// `wait_on_page_bit` under the filesystem's `page_mkwrite` (the inline
+/// `wait_on_page_writeback` and the tail call in `wait_for_stable_page`
+/// leave no frame). `wait_on_page_bit` elsewhere may be a page-lock wait.
+fn old_stable_page_wait(stack: &str) -> bool {
+    let mut frames = stack.split(" < ");
+    frames.any(|f| f == "wait_on_page_bit") && stack.contains("page_mkwrite")
 }
 
 /// What a mid-stall kernel stack says, if it is conclusive.

@@ -87,6 +87,58 @@ pub struct SchedFormat {
     pub woken_pid: Field,
     /// folio_wait_writeback, when this kernel has it.
     pub wait: Option<WaitFormat>,
+    /// How prev_state says S and D on this kernel.
+    pub states: StateBits,
+}
+
+/// prev_state's bits for a sleep in S and in D. Kernels record S as 0x1
+/// and D as 0x2, except 4.14 to 4.19 (and their stable and distribution
+/// kernels that did not take the fix, RHEL 8's 4.18 among them), which
+/// record `1 << task_state_index`: S as 0x2, D as 0x4, and 0x1 for a
+/// running task that calls schedule(). `TraceSession` checks which by
+/// watching a thread of its own sleep in S (`from_sleep`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateBits {
+    pub sleep: u64,
+    pub disk: u64,
+}
+
+impl Default for StateBits {
+    fn default() -> Self {
+        StateBits { sleep: 1, disk: 2 }
+    }
+}
+
+impl StateBits {
+    /// The 4.14-4.19 encoding.
+    pub const SHIFTED: StateBits = StateBits { sleep: 2, disk: 4 };
+
+    /// What the kernel's release (`4.18.0-147.el8.x86_64`) suggests, when
+    /// no sleep could be watched.
+    pub fn guess(release: &str) -> StateBits {
+        let mut n = release
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|x| x.parse::<u32>().ok());
+        match (n.next(), n.next()) {
+            (Some(4), Some(m)) if (14..20).contains(&m) => StateBits::SHIFTED,
+            _ => StateBits::default(),
+        }
+    }
+
+    /// From the state a sleep in S was recorded with, read as this
+    /// encoding's: S means the usual bits, D the shifted ones.
+    pub fn from_sleep(seen_as_sleep: bool) -> StateBits {
+        if seen_as_sleep {
+            StateBits::default()
+        } else {
+            StateBits::SHIFTED
+        }
+    }
+
+    /// Both bits, for the kernel's filter.
+    pub fn mask(&self) -> u64 {
+        self.sleep | self.disk
+    }
 }
 
 /// Where folio_wait_writeback's fields are.
@@ -129,6 +181,7 @@ impl SchedFormat {
             prev_state: get(&sw, "prev_state")?,
             woken_pid: get(&wk, "pid")?,
             wait: None,
+            states: StateBits::default(),
         })
     }
 
@@ -273,10 +326,12 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
         let (Some(state), Some(pid)) = (field(fmt.prev_state), field(fmt.prev_pid)) else {
             return;
         };
-        let sleep = match state & 3 {
-            0 => return,
-            1 => true,
-            _ => false,
+        let sleep = if state & fmt.states.disk != 0 {
+            false
+        } else if state & fmt.states.sleep != 0 {
+            true
+        } else {
+            return;
         };
         let name = rec
             .get(fmt.prev_comm.offset..fmt.prev_comm.offset + fmt.prev_comm.size)
@@ -562,5 +617,20 @@ mod tests {
         for n in [0, 3, 15, 16, 17, 100] {
             parse_page(&vec![0xff; n], &PageLayout::default(), &fmt(), &mut out);
         }
+    }
+
+    #[test]
+    fn the_shifted_states_of_4_14_to_4_19_are_read_as_such() {
+        assert_eq!(
+            StateBits::guess("4.18.0-147.el8.x86_64"),
+            StateBits::SHIFTED
+        );
+        assert_eq!(StateBits::guess("4.19.0-27-amd64"), StateBits::SHIFTED);
+        assert_eq!(StateBits::guess("4.20.0"), StateBits::default());
+        assert_eq!(StateBits::guess("5.4.0-150-generic"), StateBits::default());
+        assert_eq!(StateBits::guess("6.1.0-27-amd64"), StateBits::default());
+        // A sleep in S seen as D says the kernel shifts.
+        assert_eq!(StateBits::from_sleep(false), StateBits::SHIFTED);
+        assert_eq!(StateBits::SHIFTED.mask(), 6);
     }
 }
