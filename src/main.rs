@@ -41,7 +41,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             to,
         }) => stallscope::cmd::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
         Some(Command::Compare(a)) => compare(config, a, &stop),
-        Some(Command::Lab(cmd)) => lab(cmd),
+        Some(Command::Lab(cmd)) => lab(cmd, &stop),
         Some(Command::Probe { targets }) => probe(&targets),
         Some(Command::Watch { workload, ui }) => dashboard(config, &workload, &ui, stop),
         None => dashboard(config, &cli.workload, &cli.ui, stop),
@@ -81,10 +81,10 @@ fn replay(
     stallscope::tui::replay::run_replay(rec, &ui.options(), speed, stop)
 }
 
-/// `stallscope lab up|down|status`.
-fn lab(cmd: stallscope::cli::LabCommand) -> anyhow::Result<()> {
+/// `stallscope lab up|down|status|exec|adopt`.
+fn lab(cmd: stallscope::cli::LabCommand, stop: &AtomicBool) -> anyhow::Result<()> {
     use stallscope::cli::LabCommand;
-    use stallscope::cmd::lab::cmd;
+    use stallscope::cmd::lab::{cmd, down, exec};
     match cmd {
         LabCommand::Up {
             fs,
@@ -103,7 +103,11 @@ fn lab(cmd: stallscope::cli::LabCommand) -> anyhow::Result<()> {
             dirty_background_bytes,
             stable_writes,
         }),
-        LabCommand::Down { dir } => cmd::down(&dir),
+        LabCommand::Down { dir, force, lazy } => {
+            down::down(&dir, down::DownOptions { force, lazy }, stop)
+        }
+        LabCommand::Exec { dir, command } => std::process::exit(exec::exec(&dir, &command)?),
+        LabCommand::Adopt { dir, pid } => exec::adopt(&dir, pid),
         LabCommand::Status { dir } => cmd::status(&dir),
     }
 }

@@ -298,7 +298,15 @@ fn probe_reports_a_verdict_per_target() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for needle in ["kernel", "tracefs", "PSI", "verdict", "tmpfs"] {
+    for needle in [
+        "kernel",
+        "scheduler timing",
+        "page waits",
+        "PSI",
+        "cgroup layout",
+        "verdict",
+        "tmpfs",
+    ] {
         assert!(text.contains(needle), "probe lacks {needle}: {text}");
     }
     let out = bin()

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bin, have, need_root, skip};
+use common::{bin, have, is_root, need_root, skip};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -236,4 +236,207 @@ fn lab_up_refuses_without_root_tools_or_room() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("free") || err.contains("root"), "{err}");
+}
+
+/// A serial test's start: its lock, a fresh lab dir under /var/tmp and
+/// the system as it was; None when it cannot run here (skip recorded).
+struct Fresh {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    _base: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    before: String,
+}
+
+fn fresh(test: &str) -> Option<Fresh> {
+    if !ready(test) {
+        return None;
+    }
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    Some(Fresh {
+        _serial: serial,
+        dir: base.path().join("lab"),
+        _base: base,
+        before: system_state(),
+    })
+}
+
+/// Its stderr, after checking it succeeded.
+fn ok(out: &std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    err
+}
+
+/// `lab SUB --dir DIR REST…`, for a REST that ends in `-- CMD`.
+fn lab_first(args: &[&str], dir: &Path) -> std::process::Output {
+    bin()
+        .args(["lab", args[0], "--dir"])
+        .arg(dir)
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+/// A small ext4 lab (`extra` options added); its mount point.
+fn small_lab(dir: &Path, extra: &[&str]) -> std::path::PathBuf {
+    let mut args = vec!["up", "--fs", "ext4", "--size", "256MiB"];
+    args.extend_from_slice(extra);
+    ok(&lab(&args, dir));
+    dir.join("mnt").join("ext4")
+}
+
+/// Defect: with a process still on a lab mount, `lab down` retried umount
+/// for minutes and deleted the image under the live mount. Now it names
+/// the process, changes nothing and stops at once; once the process is
+/// gone it finishes.
+#[test]
+fn down_names_what_holds_the_lab_and_changes_nothing() {
+    let Some(f) = fresh("down_names_what_holds_the_lab_and_changes_nothing") else {
+        return;
+    };
+    let mnt = small_lab(&f.dir, &["--cap", "0", "--dirty-bytes", "256M"]);
+    let mut holder = Command::new("sleep")
+        .arg("60")
+        .current_dir(&mnt)
+        .spawn()
+        .unwrap();
+    let state_before = std::fs::read(f.dir.join("state.json")).unwrap();
+    let during = system_state();
+    let t0 = Instant::now();
+    let down = lab(&["down"], &f.dir);
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&down.stderr);
+    assert!(!down.status.success(), "{err}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(
+        err.contains(&format!("pid {} (sleep)", holder.id()))
+            && err.contains(&format!("cwd {}", mnt.display())),
+        "{err}"
+    );
+    assert!(err.contains("nothing changed"), "{err}");
+    assert!(err.lines().all(|l| l.len() < 400), "short lines: {err}");
+    assert_eq!(
+        std::fs::read(f.dir.join("state.json")).unwrap(),
+        state_before
+    );
+    assert_eq!(
+        system_state(),
+        during,
+        "mount, loop device, sysctls as they were"
+    );
+    let st = lab(&["status"], &f.dir);
+    assert!(String::from_utf8_lossy(&st.stdout).contains("mounted"));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    ok(&lab(&["down"], &f.dir));
+    assert_eq!(f.before, system_state());
+    assert!(!f.dir.exists(), "image, state and dirs removed");
+}
+
+/// `--force` stops what holds the lab (SIGTERM is enough for sleep), then
+/// undoes everything.
+#[test]
+fn down_force_stops_the_holders_then_finishes() {
+    let Some(f) = fresh("down_force_stops_the_holders_then_finishes") else {
+        return;
+    };
+    let mnt = small_lab(&f.dir, &["--cap", "0"]);
+    std::fs::write(mnt.join("held"), b"x").unwrap();
+    // A child holding an fd (not its cwd) on the mount.
+    let mut holder = Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec 3<{}/held; exec sleep 60", mnt.display()),
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let err = ok(&lab(&["down", "--force"], &f.dir));
+    assert!(
+        err.contains(&format!("pid {}", holder.id()))
+            && err.contains("fd 3")
+            && err.contains("SIGTERM"),
+        "{err}"
+    );
+    holder.wait().unwrap();
+    assert_eq!(f.before, system_state());
+    assert!(!f.dir.exists());
+}
+
+/// On cgroup v1 the root group's throttle caps everyone: `lab exec` says so
+/// and runs the command as is, with its exit status; `lab adopt` moves
+/// nothing.
+#[test]
+fn exec_and_adopt_on_cgroup_v1_run_and_move_nothing() {
+    let test = "exec_and_adopt_on_cgroup_v1_run_and_move_nothing";
+    if is_root() && !Path::new("/sys/fs/cgroup/blkio").is_dir() {
+        skip(test, "no cgroup v1 blkio here");
+        return;
+    }
+    let Some(f) = fresh(test) else {
+        return;
+    };
+    small_lab(&f.dir, &["--cap", "20MiB"]);
+    let lab_cmd = |args: &[&str]| lab_first(args, &f.dir);
+    let out = lab_cmd(&["exec", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cgroup v1"));
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let err = ok(&lab_cmd(&["adopt", &sleeper.id().to_string()]));
+    assert!(err.contains("nothing to move"), "{err}");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    ok(&lab(&["down"], &f.dir));
+    assert_eq!(f.before, system_state());
+}
+
+/// The v2 group's moves on this kernel's real cgroup2 tree (here it may
+/// have no controllers, so no io.max: the caps themselves are unit-tested
+/// on a fake root). `lab exec` runs its command in the group, `lab adopt`
+/// moves a process with its children, `lab down` moves them back and
+/// removes the group.
+#[test]
+fn exec_adopt_and_down_move_processes_on_cgroup_v2() {
+    use stallscope::source::cgroup::{Cgroups, LAB_GROUP};
+    let test = "exec_adopt_and_down_move_processes_on_cgroup_v2";
+    let Some(root) = Cgroups::detect().v2_root else {
+        skip(test, "no cgroup2 mounted");
+        return;
+    };
+    let Some(f) = fresh(test) else {
+        return;
+    };
+    assert!(!root.join(LAB_GROUP).exists(), "a group left over");
+    std::fs::create_dir_all(&f.dir).unwrap();
+    let mut st = stallscope::cmd::lab::state::LabState::default();
+    let group = stallscope::cmd::lab::cap::ensure_group(&root, &f.dir, &mut st).unwrap();
+    let cgroup_of = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let lab_cmd = |args: &[&str]| lab_first(args, &f.dir);
+    let out = lab_cmd(&["exec", "--", "sh", "-c", "cat /proc/self/cgroup; exit 4"]);
+    assert_eq!(out.status.code(), Some(4));
+    let inside = format!("0::/{LAB_GROUP}\n");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&inside));
+    let mut server = Command::new("sh")
+        .args(["-c", "sleep 30 & sleep 30 & wait"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let was = cgroup_of(server.id());
+    let err = ok(&lab_cmd(&["adopt", &server.id().to_string()]));
+    assert!(err.contains("3 processes"), "{err}");
+    let procs = std::fs::read_to_string(group.join("cgroup.procs")).unwrap();
+    assert_eq!(procs.lines().count(), 3, "{procs}");
+    assert!(cgroup_of(server.id()).contains(&inside));
+    ok(&lab(&["down"], &f.dir));
+    assert_eq!(cgroup_of(server.id()), was, "moved back");
+    assert!(!group.exists(), "group removed");
+    assert!(!f.dir.exists());
+    // Its two sleeps first (by parent pid), then the shell.
+    let _ = Command::new("pkill")
+        .args(["-P", &server.id().to_string()])
+        .status();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(f.before, system_state());
 }

@@ -123,3 +123,64 @@ fn capped_loop_fs_mmap_stalls_are_dirty_throttling() {
     let tmpfs = run_jsonl(shm.path(), "mmap", 10);
     assert_eq!(summary(&tmpfs)["stalls"], 0, "uncapped tmpfs stalls");
 }
+
+/// #22: a kernel without the page-writeback wait event (before 5.2, or
+/// hidden here) still traces: throttling and syncs are named from their
+/// own evidence, page-wait counts are null (not 0), and both the run and
+/// `probe` say what is missing.
+#[test]
+fn without_the_page_wait_event_tracing_still_names_throttle_and_sync() {
+    let test = "without_the_page_wait_event_tracing_still_names_throttle_and_sync";
+    let Some(lab) = common::capped(test, "ext4", 20) else {
+        return;
+    };
+    let hide = ("STALLSCOPE_HIDE_EVENTS", "writeback:folio_wait_writeback");
+    let out = bin()
+        .env(hide.0, hide.1)
+        .args(["run", "--threads", "4", "--format", "jsonl"])
+        .args(["--disk-budget", "3GiB", "--sync", "periodic:3s"])
+        .args(["--duration", "15s", "--target"])
+        .arg(&lab.fs.mount)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("tracing without writeback:folio_wait_writeback (page waits)"),
+        "{err}"
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stalls: Vec<&Value> = lines.iter().filter(|l| l["type"] == "stall").collect();
+    let named = |cause: &str| {
+        stalls
+            .iter()
+            .filter(|s| s["cause"] == cause && s["confidence"] == "high")
+            .count()
+    };
+    eprintln!(
+        "{} stalls: dirty_throttle {} sync {} (high)",
+        stalls.len(),
+        named("dirty_throttle"),
+        named("sync")
+    );
+    assert!(named("dirty_throttle") > 0, "{stalls:?}");
+    assert!(named("sync") > 0, "{stalls:?}");
+    let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    assert!(intervals
+        .iter()
+        .any(|l| l["bdp"]["events"].as_u64().unwrap_or(0) > 0));
+    for l in &intervals {
+        assert!(l["wb_waits"].is_null(), "page waits unseen, not 0: {l}");
+    }
+    let probe = bin().env(hide.0, hide.1).arg("probe").output().unwrap();
+    let text = String::from_utf8_lossy(&probe.stdout);
+    assert!(probe.status.success());
+    assert!(
+        text.lines()
+            .any(|l| l.contains("page waits") && l.contains("no") && l.contains(hide.1)),
+        "{text}"
+    );
+}

@@ -2,12 +2,12 @@
 //! (`gather`) is separate from the text (`render`) so the wording is tested
 //! on a fixed report.
 
-use crate::cmd::lab::guards::blkio_cap;
 use crate::model::snapshot::TargetMeta;
 use crate::session::default_target;
 use crate::source::mounts::describe;
 use crate::source::proc as kproc;
 use crate::source::proc::{BdiSettings, DirtySysctls, ProcRoot};
+use crate::source::support::{self, Support};
 use crate::source::trace::TraceSession;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,8 @@ pub struct TargetProbe {
     /// Kernel device name and its bdi, or why there is no block device.
     pub device: Result<(String, String), String>,
     pub bdi: Option<BdiSettings>,
-    /// cgroup v1 write cap on the device, bytes/s (0 = none).
+    /// Write cap on the device for our writers, bytes/s (0 = none): the v1
+    /// root throttle, or io.max on our cgroup, its ancestors or the lab's.
     pub cap_bps: Option<u64>,
     /// Whether our writers could work here; Err says why not.
     pub writable: Result<(), String>,
@@ -29,9 +30,8 @@ pub struct TargetProbe {
 pub struct Probe {
     pub kernel: String,
     pub root: bool,
-    /// Ok or the reason tracing is unavailable.
-    pub tracing: Result<(), String>,
-    pub psi: bool,
+    /// What this kernel gives, feature by feature.
+    pub support: Support,
     pub sysctls: Option<DirtySysctls>,
     pub thresh_kib: Option<u64>,
     pub bg_thresh_kib: Option<u64>,
@@ -46,7 +46,14 @@ pub fn gather(targets: &[PathBuf]) -> Probe {
         .unwrap_or_else(|_| "?".into());
     // SAFETY: geteuid has no preconditions.
     let is_root = unsafe { libc::geteuid() } == 0;
-    let tracing = TraceSession::start(None).map(drop);
+    let tracing = TraceSession::start(None).map(|t| t.features().clone());
+    let support = support::gather(
+        &root,
+        tracing,
+        support::describe_cgroups(&crate::source::cgroup::Cgroups::detect()),
+        Some(crate::cmd::lab::cap::detect().map(|m| m.describe())),
+    )
+    .support();
     let vm = kproc::read_vmstat(&root).ok();
     let page = kproc::page_kib();
     let mut paths = targets.to_vec();
@@ -56,8 +63,7 @@ pub fn gather(targets: &[PathBuf]) -> Probe {
     Probe {
         kernel,
         root: is_root,
-        tracing,
-        psi: matches!(kproc::read_psi(&root), Ok(Some(_))),
+        support,
         sysctls: kproc::read_dirty_sysctls(&root).ok(),
         thresh_kib: vm
             .as_ref()
@@ -81,7 +87,7 @@ fn probe_target(root: &ProcRoot, p: &Path) -> TargetProbe {
     let cap_bps = dev
         .as_ref()
         .ok()
-        .and_then(|d| blkio_cap(d.major, d.minor).ok());
+        .map(|d| crate::source::cgroup::write_cap(d.major, d.minor).unwrap_or(0));
     TargetProbe {
         meta: describe(p),
         device: dev.and_then(|d| {
@@ -153,25 +159,11 @@ pub fn render(p: &Probe) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "kernel      {}", p.kernel);
     let _ = writeln!(s, "root        {}", if p.root { "yes" } else { "no" });
-    let _ = match &p.tracing {
-        Ok(()) => writeln!(
-            s,
-            "tracefs     available (writeback events, high-confidence causes)"
-        ),
-        Err(why) => writeln!(
-            s,
-            "tracefs     unavailable: {why} (causes fall back on counters, low confidence)"
-        ),
-    };
     let _ = writeln!(
         s,
-        "PSI         {}",
-        if p.psi {
-            "available (/proc/pressure/io)"
-        } else {
-            "unavailable (kernel without PSI, or booted with psi=0)"
-        }
+        "features    what this kernel gives (\u{2192} the fix where it lacks one)"
     );
+    s.push_str(&p.support.table());
     if let Some(c) = &p.sysctls {
         let _ = writeln!(
             s,
@@ -234,8 +226,17 @@ mod tests {
         Probe {
             kernel: "6.18.0".into(),
             root: false,
-            tracing: Err("not root".into()),
-            psi: true,
+            support: support::Facts {
+                kernel: "6.18.0".into(),
+                tracing: Err("not root".into()),
+                syscall_events: false,
+                psi: true,
+                psi_off: false,
+                bdi_bytes: true,
+                cgroup: "v1".into(),
+                cap: Some(Ok("blkio".into())),
+            }
+            .support(),
             sysctls: None,
             thresh_kib: Some(256 << 10),
             bg_thresh_kib: Some(64 << 10),
@@ -293,7 +294,10 @@ mod tests {
             verdict(&p, &p.targets[1])
         );
         let text = render(&p);
-        assert!(text.contains("tracefs     unavailable: not root"));
+        assert!(
+            text.contains("scheduler timing         no   tracing off: not root"),
+            "{text}"
+        );
         assert!(text.contains("throttling from 160 MiB"));
     }
 }

@@ -3,7 +3,7 @@
 //! end plus a grace period has passed. No threads, no clock: tests drive it.
 
 use crate::config::Mode;
-use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace};
+use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace, Unseen};
 use crate::fold::blocks::{BlockTimer, Run};
 use crate::fold::chains::{ChainStall, Chains, Span};
 use crate::fold::derive::derive;
@@ -225,6 +225,8 @@ pub struct Aggregator {
     tids: HashMap<u32, Owner>,
     /// Whether a trace session feeds us (else trace fields are unknown).
     tracing: bool,
+    /// Evidence tracing cannot give here (`set_trace_unseen`).
+    unseen: Unseen,
     recent_trace: VecDeque<ThreadEvent>,
     recent_kernel: VecDeque<(u64, KernelInterval)>,
     /// The raw sample the next interval's kernel figures are derived from.
@@ -292,6 +294,7 @@ impl Aggregator {
             pending: VecDeque::new(),
             tids: HashMap::new(),
             tracing: false,
+            unseen: Unseen::default(),
             recent_trace: VecDeque::new(),
             recent_kernel: VecDeque::new(),
             stacks: HashMap::new(),
@@ -755,6 +758,13 @@ impl Aggregator {
         self.tracing = on;
     }
 
+    /// What tracing cannot see on this kernel (its events are missing):
+    /// those counts are null, not 0, and attribution does not take their
+    /// silence for evidence.
+    pub fn set_trace_unseen(&mut self, unseen: Unseen) {
+        self.unseen = unseen;
+    }
+
     /// Maps a kernel thread id to one of our threads.
     pub fn set_tid(&mut self, tid: u32, target: usize, thread: u32) {
         self.tids.insert(tid, Owner::Writer(target, thread));
@@ -1012,7 +1022,10 @@ impl Aggregator {
             ev.start_ns.saturating_sub(1_000_000),
             ev.start_ns + ev.dur_at(now_ns) + 5_000_000,
         );
-        let mut t = ThreadTrace::default();
+        let mut t = ThreadTrace {
+            unseen: self.unseen,
+            ..ThreadTrace::default()
+        };
         for e in self
             .recent_trace
             .iter()
@@ -1139,8 +1152,8 @@ impl Aggregator {
                     stalls: count,
                     minflt: a.counts.minflt,
                     majflt: a.counts.majflt,
-                    bdp: tracing.then_some(a.counts.bdp),
-                    wb_waits: tracing.then_some(a.counts.wb_waits),
+                    bdp: (tracing && !self.unseen.throttle).then_some(a.counts.bdp),
+                    wb_waits: (tracing && !self.unseen.page_waits).then_some(a.counts.wb_waits),
                     failed: self.failed.get(target).copied().unwrap_or(false),
                 }
             })
@@ -1192,7 +1205,7 @@ impl Aggregator {
             stalls,
             kernel,
             raw: p.raw,
-            wb_starts: self.tracing.then_some(p.wb_starts),
+            wb_starts: (self.tracing && !self.unseen.flusher).then_some(p.wb_starts),
             in_progress: self
                 .in_progress
                 .iter()
@@ -1249,8 +1262,8 @@ impl Aggregator {
                 minflt: a.counts.minflt,
                 majflt: a.counts.majflt,
                 write_bytes,
-                bdp: tracing.then_some(a.counts.bdp),
-                wb_waits: tracing.then_some(a.counts.wb_waits),
+                bdp: (tracing && !self.unseen.throttle).then_some(a.counts.bdp),
+                wb_waits: (tracing && !self.unseen.page_waits).then_some(a.counts.wb_waits),
                 stalls: stalls
                     .iter()
                     .filter(|s| s.ev.who.pid() == Some(w.pid))

@@ -21,6 +21,21 @@ pub struct ThreadTrace {
     pub setpoint_pages: Option<u64>,
     pub wb_waits: u64,
     pub bdi: Option<String>,
+    /// What this kernel's tracing cannot see: no event, no evidence
+    /// either way (a count of 0 says nothing).
+    pub unseen: Unseen,
+}
+
+/// Evidence missing because this kernel lacks its event (an older
+/// kernel, or the event hidden): `TraceFeatures` in `source::trace`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unseen {
+    /// writeback:balance_dirty_pages.
+    pub throttle: bool,
+    /// writeback:folio_wait_writeback (wait_on_page_writeback before 5.16).
+    pub page_waits: bool,
+    /// writeback:writeback_start.
+    pub flusher: bool,
 }
 
 /// Kernel counters over the intervals the stall spans (worst values).
@@ -236,7 +251,9 @@ fn by_wb_waits(t: &ThreadTrace) -> Option<Attribution> {
 /// saturated device, or nothing.
 fn by_counters(f: &StallFacts) -> Attribution {
     let c = f.counters;
-    if let (None, Some(d), Some(start)) = (f.trace, c.dirty_kib, throttle_start_kib(c)) {
+    // Throttling was not traced: only the counters can suggest it.
+    let throttle_unseen = f.trace.is_none_or(|t| t.unseen.throttle);
+    if let (true, Some(d), Some(start)) = (throttle_unseen, c.dirty_kib, throttle_start_kib(c)) {
         if d >= start {
             return Attribution {
                 cause: Cause::DirtyThrottle,
@@ -257,7 +274,10 @@ fn by_counters(f: &StallFacts) -> Attribution {
         return Attribution {
             cause: Cause::Device,
             // With tracing we know the thread was not throttled nor waiting.
-            confidence: if f.trace.is_some() {
+            confidence: if f
+                .trace
+                .is_some_and(|t| !t.unseen.throttle && !t.unseen.page_waits)
+            {
                 Confidence::High
             } else {
                 Confidence::Low

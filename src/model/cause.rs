@@ -285,13 +285,20 @@ const FS_JOURNAL_WAITS: [&str; 8] = [
 ];
 
 /// Waits on a page under writeback: data written back for a sync, or a
-/// page being rewritten while it is written (stable pages).
+/// page being rewritten while it is written (stable pages). Before 5.2
+/// `wait_on_page_writeback` is inline: the frames are its callers
+/// (`filemap_fdatawait*`, `wait_for_stable_page`) over `wait_on_page_bit`,
+/// which alone is also a page-lock wait, so it is not in this list.
 const PAGE_WRITEBACK_WAITS: [&str; 4] = [
     "folio_wait_writeback",
     "folio_wait_stable",
     "wait_on_page_writeback",
-    "__filemap_fdatawait_range",
+    "filemap_fdatawait",
 ];
+
+/// Waits for a page to be written before it may change again: the
+/// folio name from 5.16, `wait_for_stable_page` before.
+const STABLE_PAGE_WAITS: [&str; 2] = ["folio_wait_stable", "wait_for_stable_page"];
 
 /// Waits on a filesystem's own blocks (bitmaps, inode tables, journal
 /// buffers): written or read through the buffer cache.
@@ -304,10 +311,13 @@ const METADATA_WAITS: [&str; 6] = [
     "xfs_buf_read_map",
 ];
 
-/// Sleeping locks: the thread waits for another thread to let go.
-const LOCK_WAITS: [&str; 4] = [
+/// Sleeping locks: the thread waits for another thread to let go
+/// (`rwsem_down_*_failed` until 5.2, `_slowpath` after).
+const LOCK_WAITS: [&str; 6] = [
     "rwsem_down_write_slowpath",
     "rwsem_down_read_slowpath",
+    "rwsem_down_write_failed",
+    "rwsem_down_read_failed",
     "__mutex_lock",
     "mutex_lock",
 ];
@@ -340,7 +350,7 @@ const SYNC_CALLS: [&str; 7] = [
 
 /// Frames to leave out of a compact stack: the scheduler and tracing
 /// machinery every blocked thread has on top.
-const SCHED_FRAMES: [&str; 12] = [
+const SCHED_FRAMES: [&str; 13] = [
     "trace_event_raw_event_sched_switch",
     "__traceiter_sched_switch",
     "__schedule",
@@ -353,6 +363,7 @@ const SCHED_FRAMES: [&str; 12] = [
     "__wait_on_bit",
     "folio_wait_bit",
     "folio_wait_bit_common",
+    "wait_on_page_bit_common",
 ];
 
 /// Kernel frames, innermost first (`func+0x1/0x2` or plain names), as one
@@ -373,7 +384,8 @@ pub fn compact_stack<'a>(frames: impl IntoIterator<Item = &'a str>) -> String {
             entry.get_or_insert_with(|| format!("sys_{call}"));
             continue;
         }
-        if f.starts_with("asm_exc_page_fault") {
+        // `page_fault` is the entry's name before 5.8.
+        if f.starts_with("asm_exc_page_fault") || f == "page_fault" {
             entry.get_or_insert_with(|| "page_fault".into());
             continue;
         }
@@ -419,7 +431,7 @@ pub fn read_stack(stack: &str) -> StackReading {
     let in_fault = has(&FAULT_FRAMES);
     let wait = if stack.contains("balance_dirty_pages") {
         Some("dirty throttle")
-    } else if stack.contains("folio_wait_stable") {
+    } else if has(&STABLE_PAGE_WAITS) || old_stable_page_wait(stack) {
         Some("stable page")
     } else if has(&PAGE_WRITEBACK_WAITS) {
         Some("data writeback")
@@ -458,6 +470,15 @@ pub fn read_stack(stack: &str) -> StackReading {
         syscall,
         wait,
     }
+}
+
+/// Before 5.2 a stable-page wait in a write fault leaves only
+/// `wait_on_page_bit` under the filesystem's `page_mkwrite` (the inline
+/// `wait_on_page_writeback` and the tail call in `wait_for_stable_page`
+/// leave no frame). `wait_on_page_bit` elsewhere may be a page-lock wait.
+fn old_stable_page_wait(stack: &str) -> bool {
+    let mut frames = stack.split(" < ");
+    frames.any(|f| f == "wait_on_page_bit") && stack.contains("page_mkwrite")
 }
 
 /// What a mid-stall kernel stack says, if it is conclusive.

@@ -46,6 +46,9 @@ pub struct Prepared {
     pub journal: Option<Scratch>,
     /// Observe mode: the processes to watch, resolved before anything starts.
     pub watched: Vec<crate::model::observed::Watched>,
+    /// In the lab's capped cgroup (v2) while targets are on its devices;
+    /// back where we were when the run ends.
+    pub cgroup: Option<crate::source::cgroup::CgroupJoin>,
 }
 
 /// The default target: $TMPDIR, else /var/tmp.
@@ -116,7 +119,9 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, UsageError> {
         (Some(j), Mode::Journal) => Some(Scratch::create(j)?),
         _ => None,
     };
+    let paths: Vec<PathBuf> = targets.iter().map(|t| t.path.clone()).collect();
     Ok(Prepared {
+        cgroup: crate::source::cgroup::join_for_targets(&paths),
         targets,
         journal,
         watched,
@@ -258,6 +263,8 @@ pub struct Session {
     trace_buf: Vec<crate::model::kernel::TraceEvent>,
     /// Why tracing is unavailable, if it is.
     pub trace_error: Option<String>,
+    /// What this kernel gives and lacks, in one line (`source::support`).
+    pub support_line: String,
     /// Observe mode: the sampler of the watched processes and their
     /// current thread ids (tracing follows them).
     observer: Option<crate::source::observe::Observer>,
@@ -349,6 +356,7 @@ impl Session {
             trace: None,
             trace_buf: Vec::new(),
             trace_error: None,
+            support_line: String::new(),
             observer,
             obs_tids: Vec::new(),
             interval_ns,
@@ -361,7 +369,21 @@ impl Session {
     /// The private tracefs instance (root); observed threads are timed by
     /// the scheduler when its events are there.
     fn start_tracing(&mut self) {
-        match TraceSession::start(None) {
+        let started = TraceSession::start(None);
+        // What this kernel gives, in one line (the same as `probe`'s table).
+        let support = crate::source::support::gather(
+            &ProcRoot::default(),
+            started
+                .as_ref()
+                .map(|t| t.features().clone())
+                .map_err(Clone::clone),
+            crate::source::support::describe_cgroups(&crate::source::cgroup::Cgroups::detect()),
+            None,
+        )
+        .support();
+        self.support_line = support.one_line();
+        self.notes.push(self.support_line.clone());
+        match started {
             Ok(mut t) => {
                 let sched_wanted = self.cfg.observe_timing == crate::config::ObserveTiming::Auto;
                 let chains = self.cfg.chains == crate::config::Chains::Auto;
@@ -383,6 +405,15 @@ impl Session {
                         "wake-up chains need the scheduler's timing (--observe-timing auto): threads asleep waiting for other threads are not followed".into(),
                     );
                 }
+                let f = t.features();
+                self.agg.set_trace_unseen(crate::fold::attribute::Unseen {
+                    throttle: f.throttle.is_err(),
+                    page_waits: f.page_wait.is_err(),
+                    flusher: f.flusher.is_err(),
+                });
+                for m in f.missing() {
+                    self.notes.push(format!("tracing without {m}"));
+                }
                 self.trace = Some(t);
                 self.agg.set_tracing(true);
                 self.refresh_trace_filters();
@@ -394,9 +425,9 @@ impl Session {
                 if !self.prepared.watched.is_empty()
                     && self.cfg.chains == crate::config::Chains::Auto
                 {
-                    self.notes.push(
-                        "wake-up chains need root (tracefs): only observed threads' own kernel waits (D state) are stalls; threads asleep waiting for other threads are not followed".into(),
-                    );
+                    self.notes.push(format!(
+                        "wake-up chains need tracing ({why}): only observed threads' own kernel waits (D state) are stalls; threads asleep waiting for other threads are not followed"
+                    ));
                 }
                 self.trace_error = Some(why);
             }

@@ -1,13 +1,15 @@
 //! Where measurements come from: our writer threads (`writer`), the
 //! watchdog that sees their ops in flight, the /proc sampler, the tracefs
-//! session, the observer of other processes, and the scratch folders and
-//! mount lookups they need. Sources send `model` messages; they never fold.
+//! session, the observer of other processes, and the scratch folders,
+//! mount lookups and cgroup moves they need. Sources send `model` messages; they never fold.
 
+pub mod cgroup;
 pub mod mounts;
 pub mod observe;
 pub mod proc;
 pub mod sched_raw;
 pub mod scratch;
+pub mod support;
 pub mod trace;
 pub mod watchdog;
 pub mod writer;

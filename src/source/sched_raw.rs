@@ -11,16 +11,16 @@
 //! under writeback a thousand times a second, and as text those waits cost
 //! stallscope more than all its scheduler events.
 //!
-//! Page layout (`events/header_page`, 64-bit): u64 timestamp, u64 commit
-//! (bytes of data; bit 31 = events were lost before it, bit 30 = their
-//! count is stored after the data), then the events, each a u32 header
-//! (`type_len`: 5 bits, `time_delta`: 27 bits; `events/header_event`).
+//! Page layout (`events/header_page`, read by [`PageLayout`]): u64
+//! timestamp, then commit (bytes of data, 8 bytes on 64-bit kernels; bit
+//! 31 = events were lost before it, bit 30 = their count is stored after
+//! the data), then the events, each a u32 header (`type_len`: 5 bits,
+//! `time_delta`: 27 bits; `events/header_event`). A page is the kernel's
+//! page (64 KiB on some arm64) or, from 6.8, a sub-buffer of the size the
+//! instance was given: header_page says which.
 
 use crate::model::kernel::{Comm, TraceEvent, TraceKind};
 use std::path::Path;
-
-/// The page wait recorded with the scheduler's events, under `events/`.
-pub const WAIT_EVENT: &str = "writeback/folio_wait_writeback";
 
 /// `type_len` values with a meaning of their own.
 const TYPE_PADDING: u32 = 29;
@@ -31,7 +31,42 @@ const TS_SHIFT: u32 = 27;
 const FLAG_HARDIRQ: u8 = 0x08;
 const MISSED_EVENTS: u64 = 1 << 31;
 const MISSED_STORED: u64 = 1 << 30;
-const PAGE_HEADER: usize = 16;
+
+/// Where a raw page's commit word and data are, and how long a page is,
+/// from `events/header_page`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageLayout {
+    pub commit: Field,
+    /// Offset of the first event.
+    pub data: usize,
+    /// Bytes per page (or sub-buffer): what one read returns at most.
+    pub size: usize,
+}
+
+impl PageLayout {
+    /// From the text of `events/header_page`.
+    pub fn parse(text: &str) -> Option<PageLayout> {
+        let fields = format_fields_at(text);
+        let get = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, f)| *f);
+        let (commit, data) = (get("commit")?, get("data")?);
+        (commit.size == 4 || commit.size == 8).then_some(PageLayout {
+            commit,
+            data: data.offset,
+            size: data.offset + data.size,
+        })
+    }
+}
+
+impl Default for PageLayout {
+    /// x86_64's: 4 KiB pages, an 8-byte commit word.
+    fn default() -> Self {
+        PageLayout {
+            commit: Field { offset: 8, size: 8 },
+            data: 16,
+            size: 4096,
+        }
+    }
+}
 
 /// One field of an event record: where it is and how wide.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,6 +87,58 @@ pub struct SchedFormat {
     pub woken_pid: Field,
     /// folio_wait_writeback, when this kernel has it.
     pub wait: Option<WaitFormat>,
+    /// How prev_state says S and D on this kernel.
+    pub states: StateBits,
+}
+
+/// prev_state's bits for a sleep in S and in D. Kernels record S as 0x1
+/// and D as 0x2, except 4.14 to 4.19 (and their stable and distribution
+/// kernels that did not take the fix, RHEL 8's 4.18 among them), which
+/// record `1 << task_state_index`: S as 0x2, D as 0x4, and 0x1 for a
+/// running task that calls schedule(). `TraceSession` checks which by
+/// watching a thread of its own sleep in S (`from_sleep`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateBits {
+    pub sleep: u64,
+    pub disk: u64,
+}
+
+impl Default for StateBits {
+    fn default() -> Self {
+        StateBits { sleep: 1, disk: 2 }
+    }
+}
+
+impl StateBits {
+    /// The 4.14-4.19 encoding.
+    pub const SHIFTED: StateBits = StateBits { sleep: 2, disk: 4 };
+
+    /// What the kernel's release (`4.18.0-147.el8.x86_64`) suggests, when
+    /// no sleep could be watched.
+    pub fn guess(release: &str) -> StateBits {
+        let mut n = release
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|x| x.parse::<u32>().ok());
+        match (n.next(), n.next()) {
+            (Some(4), Some(m)) if (14..20).contains(&m) => StateBits::SHIFTED,
+            _ => StateBits::default(),
+        }
+    }
+
+    /// From the state a sleep in S was recorded with, read as this
+    /// encoding's: S means the usual bits, D the shifted ones.
+    pub fn from_sleep(seen_as_sleep: bool) -> StateBits {
+        if seen_as_sleep {
+            StateBits::default()
+        } else {
+            StateBits::SHIFTED
+        }
+    }
+
+    /// Both bits, for the kernel's filter.
+    pub fn mask(&self) -> u64 {
+        self.sleep | self.disk
+    }
 }
 
 /// Where folio_wait_writeback's fields are.
@@ -94,19 +181,24 @@ impl SchedFormat {
             prev_state: get(&sw, "prev_state")?,
             woken_pid: get(&wk, "pid")?,
             wait: None,
+            states: StateBits::default(),
         })
     }
 
-    /// From an instance's (or tracefs's) `events/sched/*/format`.
-    pub fn read(events: &Path) -> Result<SchedFormat, String> {
+    /// From an instance's (or tracefs's) `events/sched/*/format`, and
+    /// the page wait's format when this kernel has one (`wait`: its name
+    /// under `events/writeback/`).
+    pub fn read(events: &Path, wait: Option<&str>) -> Result<SchedFormat, String> {
         let read = |e: &str| {
             std::fs::read_to_string(events.join("sched").join(e).join("format"))
                 .map_err(|err| format!("read sched:{e} format: {err}"))
         };
         let mut f = SchedFormat::parse(&read("sched_switch")?, &read("sched_waking")?)
             .ok_or_else(|| "unexpected sched_switch/sched_waking format".to_string())?;
-        f.wait = std::fs::read_to_string(events.join(WAIT_EVENT).join("format"))
-            .ok()
+        f.wait = wait
+            .and_then(|w| {
+                std::fs::read_to_string(events.join("writeback").join(w).join("format")).ok()
+            })
             .and_then(|t| WaitFormat::parse(&t));
         Ok(f)
     }
@@ -120,15 +212,20 @@ fn parse_format(text: &str) -> Option<(u16, Vec<(String, Field)>)> {
         .trim()
         .parse()
         .ok()?;
-    let fields = text
-        .lines()
+    Some((id, format_fields_at(text)))
+}
+
+/// Every `field:<type> <name>[N]; offset:O; size:S;` (also header_page's
+/// `field: u64 timestamp;`).
+fn format_fields_at(text: &str) -> Vec<(String, Field)> {
+    text.lines()
         .filter_map(|l| {
             let mut decl = None;
             let mut offset = None;
             let mut size = None;
             for part in l.split(';').map(str::trim) {
                 if let Some(d) = part.strip_prefix("field:") {
-                    let name = d.rsplit(' ').next()?;
+                    let name = d.trim().rsplit(' ').next()?;
                     decl = Some(name.split('[').next()?.to_string());
                 } else if let Some(o) = part.strip_prefix("offset:") {
                     offset = o.parse().ok();
@@ -144,8 +241,7 @@ fn parse_format(text: &str) -> Option<(u16, Vec<(String, Field)>)> {
                 },
             ))
         })
-        .collect();
-    Some((id, fields))
+        .collect()
 }
 
 fn le(b: &[u8], at: usize, size: usize) -> Option<u64> {
@@ -161,18 +257,24 @@ fn le(b: &[u8], at: usize, size: usize) -> Option<u64> {
 /// Decodes one page read from `trace_pipe_raw` into `out`; returns how
 /// many events the kernel says were lost before it (0 if none, 1 when it
 /// only says "some").
-pub fn parse_page(page: &[u8], fmt: &SchedFormat, out: &mut Vec<TraceEvent>) -> u64 {
-    let (Some(mut ts), Some(commit)) = (le(page, 0, 8), le(page, 8, 8)) else {
+pub fn parse_page(
+    page: &[u8],
+    layout: &PageLayout,
+    fmt: &SchedFormat,
+    out: &mut Vec<TraceEvent>,
+) -> u64 {
+    let c = layout.commit;
+    let (Some(mut ts), Some(commit)) = (le(page, 0, 8), le(page, c.offset, c.size)) else {
         return 0;
     };
     let len = (commit & !(MISSED_EVENTS | MISSED_STORED)) as usize;
-    let end = (PAGE_HEADER + len).min(page.len());
+    let end = (layout.data + len).min(page.len());
     let lost = if commit & MISSED_STORED != 0 {
-        le(page, end, 8).unwrap_or(1)
+        le(page, end, c.size).unwrap_or(1)
     } else {
         u64::from(commit & MISSED_EVENTS != 0)
     };
-    let mut at = PAGE_HEADER;
+    let mut at = layout.data;
     while at + 4 <= end {
         let Some(h) = le(page, at, 4) else { break };
         let (type_len, delta) = ((h & 31) as u32, h >> 5);
@@ -224,10 +326,12 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
         let (Some(state), Some(pid)) = (field(fmt.prev_state), field(fmt.prev_pid)) else {
             return;
         };
-        let sleep = match state & 3 {
-            0 => return,
-            1 => true,
-            _ => false,
+        let sleep = if state & fmt.states.disk != 0 {
+            false
+        } else if state & fmt.states.sleep != 0 {
+            true
+        } else {
+            return;
         };
         let name = rec
             .get(fmt.prev_comm.offset..fmt.prev_comm.offset + fmt.prev_comm.size)
@@ -449,7 +553,7 @@ mod tests {
             0,
         );
         let mut out = Vec::new();
-        assert_eq!(parse_page(&p, &fmt(), &mut out), 0);
+        assert_eq!(parse_page(&p, &PageLayout::default(), &fmt(), &mut out), 0);
         let got: Vec<(u64, u32, TraceKind)> = out
             .into_iter()
             .map(|e| (e.t_mono_ns, e.tid, e.kind))
@@ -500,18 +604,33 @@ mod tests {
         long.resize(200, 0); // longer than 28 words: length in array[0]
         let mut p = page(5, &[(1, long)], MISSED_EVENTS);
         let mut out = Vec::new();
-        assert_eq!(parse_page(&p, &fmt(), &mut out), 1);
+        assert_eq!(parse_page(&p, &PageLayout::default(), &fmt(), &mut out), 1);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].t_mono_ns, 6);
         // Padding with no delta ends the page whatever follows.
         let pad = (TYPE_PADDING).to_le_bytes();
         p[16..20].copy_from_slice(&pad);
         out.clear();
-        parse_page(&p, &fmt(), &mut out);
+        parse_page(&p, &PageLayout::default(), &fmt(), &mut out);
         assert!(out.is_empty());
         // Garbage never panics.
         for n in [0, 3, 15, 16, 17, 100] {
-            parse_page(&vec![0xff; n], &fmt(), &mut out);
+            parse_page(&vec![0xff; n], &PageLayout::default(), &fmt(), &mut out);
         }
+    }
+
+    #[test]
+    fn the_shifted_states_of_4_14_to_4_19_are_read_as_such() {
+        assert_eq!(
+            StateBits::guess("4.18.0-147.el8.x86_64"),
+            StateBits::SHIFTED
+        );
+        assert_eq!(StateBits::guess("4.19.0-27-amd64"), StateBits::SHIFTED);
+        assert_eq!(StateBits::guess("4.20.0"), StateBits::default());
+        assert_eq!(StateBits::guess("5.4.0-150-generic"), StateBits::default());
+        assert_eq!(StateBits::guess("6.1.0-27-amd64"), StateBits::default());
+        // A sleep in S seen as D says the kernel shifts.
+        assert_eq!(StateBits::from_sleep(false), StateBits::SHIFTED);
+        assert_eq!(StateBits::SHIFTED.mask(), 6);
     }
 }

@@ -865,6 +865,11 @@ impl App {
         }
     }
 
+    /// A note for the person (the session's, at start): the message line.
+    pub fn note(&mut self, text: String) {
+        self.message(text, false);
+    }
+
     fn message(&mut self, text: String, error: bool) {
         if self.messages.back().is_some_and(|m| m.text == text) {
             return;

@@ -124,7 +124,12 @@ pub fn run_dashboard(
     let prepared = prepare(cfg)?;
     let metas: Vec<TargetMeta> = prepared.targets.iter().map(|t| t.meta.clone()).collect();
     let mut session = Session::start(cfg, prepared, Placement::One(0))?;
-    crate::session::print_notes(&mut session);
+    // On stderr for after the dashboard, and in its message line now (the
+    // kernel's summary last, so it is the one showing).
+    let notes = session.take_notes();
+    for n in &notes {
+        eprintln!("stallscope: {n}");
+    }
     let header = Header {
         mode: cfg.mode,
         threads: cfg.threads,
@@ -141,6 +146,10 @@ pub fn run_dashboard(
     };
     let mut app = App::new(header, metas, opts.window_s, style);
     app.observe(session.watched());
+    for n in notes.into_iter().filter(|n| *n != session.support_line) {
+        app.note(n);
+    }
+    app.note(session.support_line.clone());
 
     let (ui_tx, ui_rx) = unbounded::<UiEvent>();
     let (ctl_tx, ctl_rx) = unbounded::<Control>();

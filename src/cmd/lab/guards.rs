@@ -102,14 +102,8 @@ pub const BLKIO_WRITE_BPS: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps
 
 /// The cgroup v1 write cap of one device, as read from the throttle file.
 pub fn blkio_cap(major: u32, minor: u32) -> io::Result<u64> {
-    let key = format!("{major}:{minor}");
     let text = fs::read_to_string(BLKIO_WRITE_BPS)?;
-    Ok(text
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0))
+    Ok(crate::source::cgroup::v1_wbps(&text, major, minor))
 }
 
 /// A write-bandwidth cap on a device through the root blkio cgroup (v1),

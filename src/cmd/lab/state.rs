@@ -39,6 +39,55 @@ pub enum Step {
     },
     /// A sysfs knob (e.g. queue/stable_writes) and its original text.
     Sysfs { path: PathBuf, original: String },
+    /// Controllers we enabled in a v2 cgroup.subtree_control file (`added`;
+    /// undone by disabling them again).
+    Subtree {
+        file: PathBuf,
+        original: String,
+        added: Vec<String>,
+    },
+    /// A v2 cgroup we created (undone: processes left in it moved out, rmdir).
+    Cgroup { path: PathBuf },
+    /// A v2 io.max write cap and the one it had (None: no cap).
+    IoMax {
+        file: PathBuf,
+        major: u32,
+        minor: u32,
+        original: Option<u64>,
+    },
+    /// A process moved into the lab's group (`lab exec`, `lab adopt`): its
+    /// start time (so a reused pid is not moved) and the group it left.
+    Moved { pid: u32, start: u64, from: PathBuf },
+}
+
+impl Step {
+    /// A short line for messages and `lab status` (never a whole struct).
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Image { path } => format!("image {}", path.display()),
+            Step::Loop { image, device } => format!(
+                "loop device {} for {}",
+                device.as_deref().unwrap_or("?"),
+                image.display()
+            ),
+            Step::Mount { mount, device, .. } => {
+                format!("mount {} ({device})", mount.display())
+            }
+            Step::BlkioCap { major, minor, .. } => format!("blkio write cap on {major}:{minor}"),
+            Step::Dirty { .. } => "vm dirty limits".to_string(),
+            Step::Sysfs { path, .. } => format!("sysfs {}", path.display()),
+            Step::Subtree { file, added, .. } => {
+                format!("+{} in {}", added.join(" +"), file.display())
+            }
+            Step::Cgroup { path } => format!("cgroup {}", path.display()),
+            Step::IoMax {
+                file, major, minor, ..
+            } => format!("io.max on {major}:{minor} in {}", file.display()),
+            Step::Moved { pid, from, .. } => {
+                format!("pid {pid} moved from cgroup {}", from.display())
+            }
+        }
+    }
 }
 
 /// The state file's contents.
@@ -88,6 +137,14 @@ impl LabState {
             *last = step;
         }
         self.save(dir)
+    }
+
+    /// The v2 group the lab caps in, when it does.
+    pub fn group(&self) -> Option<&Path> {
+        self.steps.iter().find_map(|s| match s {
+            Step::Cgroup { path } => Some(path.as_path()),
+            _ => None,
+        })
     }
 
     /// The mounted filesystems: (fs, mount point, device).

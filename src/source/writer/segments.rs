@@ -367,11 +367,18 @@ impl SegmentLog {
 
 /// Bytes an unprivileged writer can still allocate on `dir`'s filesystem.
 pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
+    size_and_free(dir).map(|(_, free)| free)
+}
+
+/// The whole size of `dir`'s filesystem and the bytes an unprivileged
+/// writer can still allocate on it.
+pub(crate) fn size_and_free(dir: &Path) -> Option<(u64, u64)> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
     // SAFETY: a valid C string and a zeroed statvfs to fill.
     unsafe {
         let mut st: libc::statvfs = std::mem::zeroed();
-        (libc::statvfs(c.as_ptr(), &mut st) == 0).then(|| st.f_bavail * st.f_frsize)
+        (libc::statvfs(c.as_ptr(), &mut st) == 0)
+            .then(|| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
     }
 }
 

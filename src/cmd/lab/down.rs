@@ -1,0 +1,417 @@
+//! `stallscope lab down`, and the undo that a failed `up` uses too. It
+//! changes nothing while a process holds a lab mount busy (it names them),
+//! unless told how to end that (`--force`: stop them; `--force --lazy`:
+//! detach the mounts). The undo goes in reverse, stops between steps on
+//! Ctrl-C, never removes a loop device under a kept mount nor an image
+//! under a kept loop device, and leaves in the state file exactly what is
+//! left, so running `down` again finishes it.
+
+use super::cap;
+use super::guards::{sh, BLKIO_WRITE_BPS};
+use super::procs;
+use super::state::{LabState, Step};
+use crate::base::error::UsageError;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How `down` deals with what holds the lab busy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DownOptions {
+    /// Go on despite processes using a lab mount.
+    pub force: bool,
+    /// With force: unmount lazily (they keep running) instead of stopping them.
+    pub lazy: bool,
+}
+
+/// What an undo needs besides the steps.
+pub struct Undo<'a> {
+    pub lazy: bool,
+    /// Set by SIGINT/SIGTERM: stop between steps.
+    pub stop: &'a AtomicBool,
+}
+
+/// How long umount is retried on EBUSY (a writer that just exited).
+const UMOUNT_TRIES: u32 = 4;
+const UMOUNT_WAIT: Duration = Duration::from_millis(500);
+/// How long stopped processes get between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// `lab down`: restores everything `up` changed. Fine to run with no lab.
+pub fn down(dir: &Path, o: DownOptions, stop: &AtomicBool) -> anyhow::Result<()> {
+    super::checks::need_root("down")?;
+    let Some(st) = LabState::load(dir)? else {
+        eprintln!("stallscope: no lab at {}; nothing to do", dir.display());
+        return Ok(());
+    };
+    let holders = procs::holders(Path::new("/proc"), &mounted(&st), std::process::id());
+    if !holders.is_empty() {
+        for h in &holders {
+            eprintln!(
+                "stallscope: pid {} ({}) uses the lab: {}",
+                h.pid, h.comm, h.what
+            );
+        }
+        if !o.force {
+            return Err(UsageError::new(format!(
+                "{} process{} use{} the lab at {}; nothing changed. Stop {}, or run `lab down --force` (SIGTERM, SIGKILL after {} s) or `lab down --force --lazy` (detach the mounts, they keep running)",
+                holders.len(),
+                if holders.len() == 1 { "" } else { "es" },
+                if holders.len() == 1 { "s" } else { "" },
+                dir.display(),
+                if holders.len() == 1 { "it" } else { "them" },
+                TERM_GRACE.as_secs()
+            ))
+            .into());
+        }
+        if !o.lazy {
+            stop_processes(&holders, stop)?;
+        }
+    }
+    let n = st.steps.len();
+    let left = undo(dir, st, &Undo { lazy: o.lazy, stop })?;
+    eprintln!(
+        "stallscope: lab at {} is down ({} changes undone)",
+        dir.display(),
+        n - left
+    );
+    Ok(())
+}
+
+/// SIGTERM, a grace period, SIGKILL for the rest; Ctrl-C stops waiting.
+fn stop_processes(holders: &[procs::Holder], stop: &AtomicBool) -> anyhow::Result<()> {
+    let proc = Path::new("/proc");
+    let named: Vec<(u32, u64)> = holders
+        .iter()
+        .filter_map(|h| procs::entry(proc, h.pid).map(|e| (e.pid, e.start)))
+        .collect();
+    let alive = || -> Vec<u32> {
+        named
+            .iter()
+            .filter(|(p, s)| procs::alive(proc, *p, *s))
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    for (sig, name, wait) in [
+        (libc::SIGTERM, "SIGTERM", TERM_GRACE),
+        (libc::SIGKILL, "SIGKILL", Duration::from_secs(2)),
+    ] {
+        let pids = alive();
+        if pids.is_empty() {
+            return Ok(());
+        }
+        for &p in &pids {
+            eprintln!("stallscope: {name} to pid {p}");
+            // SAFETY: kill has no memory preconditions.
+            unsafe { libc::kill(p as i32, sig) };
+        }
+        let t0 = Instant::now();
+        while !alive().is_empty() && t0.elapsed() < wait {
+            if stop.load(Ordering::Relaxed) {
+                anyhow::bail!("interrupted while stopping the lab's users; nothing undone");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let left = alive();
+    if left.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "pids {left:?} did not end after SIGKILL (in uninterruptible sleep?); nothing undone"
+        )
+    }
+}
+
+/// Whether a step must stay because a step kept after it still needs what
+/// it made: a loop device under a mount, an image under a loop device, the
+/// controllers under the group.
+pub fn blocked_by(step: &Step, kept: &[Step]) -> Option<String> {
+    kept.iter().find_map(|k| {
+        let needs = match (step, k) {
+            (
+                Step::Loop {
+                    device: Some(d), ..
+                },
+                Step::Mount { device, .. },
+            ) => d == device,
+            (Step::Image { path }, Step::Loop { image, .. }) => path == image,
+            (Step::Subtree { .. }, Step::Cgroup { .. }) => true,
+            _ => false,
+        };
+        needs.then(|| format!("kept while {} is left", k.describe()))
+    })
+}
+
+/// Undoes the steps in reverse, keeping (and saving) those that failed, that
+/// a kept one still needs, and all still to go when `stop` is set. Returns
+/// how many are left; Err lists each problem on a line of its own.
+pub fn undo(dir: &Path, mut st: LabState, u: &Undo) -> anyhow::Result<usize> {
+    let moved: HashMap<u32, PathBuf> = st
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Moved { pid, from, .. } => Some((*pid, from.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut kept: Vec<Step> = Vec::new();
+    let mut problems = Vec::new();
+    while let Some(step) = st.steps.pop() {
+        if u.stop.load(Ordering::Relaxed) {
+            st.steps.push(step);
+            problems.push("interrupted".to_string());
+            break;
+        }
+        let outcome = match blocked_by(&step, &kept) {
+            Some(why) => Err(why),
+            None => undo_step(&step, u.lazy, &moved).map_err(|e| short(&format!("{e:#}"))),
+        };
+        if let Err(why) = outcome {
+            problems.push(format!("{}: {why}", step.describe()));
+            kept.push(step);
+        }
+    }
+    st.steps.extend(kept.into_iter().rev());
+    if st.steps.is_empty() {
+        let _ = std::fs::remove_file(LabState::path(dir));
+        let _ = std::fs::remove_dir(dir.join("mnt"));
+        let _ = std::fs::remove_dir(dir);
+        return Ok(0);
+    }
+    st.save(dir)?;
+    anyhow::bail!(
+        "{} of the lab's changes are left (see `stallscope lab status --dir {d}`; `lab down --dir {d}` again finishes them):\n  {}",
+        st.steps.len(),
+        problems.join("\n  "),
+        d = dir.display()
+    )
+}
+
+/// An error cut to one short line (a tool may print pages).
+fn short(e: &str) -> String {
+    let line = e.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 200 {
+        line.chars().take(200).collect::<String>() + "…"
+    } else {
+        line
+    }
+}
+
+fn undo_step(step: &Step, lazy: bool, moved: &HashMap<u32, PathBuf>) -> anyhow::Result<()> {
+    if let Some(r) = cap::undo_v2(step, Path::new("/proc"), moved) {
+        return r;
+    }
+    match step {
+        Step::Dirty { original } => original.write()?,
+        Step::BlkioCap {
+            major,
+            minor,
+            original,
+        } => std::fs::write(BLKIO_WRITE_BPS, format!("{major}:{minor} {original}"))?,
+        // A knob whose device is gone has nothing to restore.
+        Step::Sysfs { path, original } if path.exists() => std::fs::write(path, original)?,
+        Step::Mount { mount, .. } => {
+            if is_mountpoint(mount) {
+                umount(mount, lazy)?;
+            }
+            let _ = std::fs::remove_dir(mount);
+        }
+        Step::Loop { image, device } => detach(image, device.as_deref())?,
+        Step::Image { path } => remove_image(path)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// umount(2), retried briefly on EBUSY; lazily (MNT_DETACH) when asked.
+fn umount(mount: &Path, lazy: bool) -> anyhow::Result<()> {
+    let c = std::ffi::CString::new(mount.as_os_str().as_encoded_bytes())?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
+    for i in 0..UMOUNT_TRIES {
+        // SAFETY: a valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) {
+            anyhow::bail!("umount: {e}");
+        }
+        if i + 1 < UMOUNT_TRIES {
+            std::thread::sleep(UMOUNT_WAIT);
+        }
+    }
+    anyhow::bail!(
+        "umount: still busy after {UMOUNT_TRIES} tries (a process uses it: `lab down` names it)"
+    )
+}
+
+/// Detaches the image's loop device(s); the device may be unknown if `up`
+/// died right after losetup.
+fn detach(image: &Path, device: Option<&str>) -> anyhow::Result<()> {
+    let devs = match device {
+        Some(d) => vec![d.to_string()],
+        None => loops_of(image),
+    };
+    for d in devs {
+        if sh("losetup", &[&d]).is_ok() {
+            sh("losetup", &["-d", &d])?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes an image only when no loop device is attached to it any more (a
+/// busy one detached is only marked to go when its filesystem lets go).
+fn remove_image(path: &Path) -> anyhow::Result<()> {
+    let attached = loops_of(path);
+    if !attached.is_empty() {
+        anyhow::bail!(
+            "kept: still attached to {} (its filesystem is still in use)",
+            attached.join(", ")
+        );
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Loop devices backed by `image` (losetup -j).
+fn loops_of(image: &Path) -> Vec<String> {
+    sh("losetup", &["-j", &image.to_string_lossy()])
+        .map(|out| {
+            out.lines()
+                .filter_map(|l| l.split(':').next().map(str::to_string))
+                .filter(|d| !d.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The lab's mount points that are mounted now.
+pub fn mounted(st: &LabState) -> Vec<PathBuf> {
+    st.mounts()
+        .into_iter()
+        .map(|(_, m, _)| m)
+        .filter(|m| is_mountpoint(m))
+        .collect()
+}
+
+/// Whether every filesystem of the lab is mounted (and there is one).
+pub fn intact(st: &LabState) -> bool {
+    !st.mounts().is_empty() && mounted(st).len() == st.mounts().len()
+}
+
+pub fn is_mountpoint(p: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    crate::source::mounts::parse_mountinfo(&text)
+        .iter()
+        .any(|m| m.mount_point == p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_mount_keeps_its_loop_device_and_image() {
+        let mount = Step::Mount {
+            device: "/dev/loop3".into(),
+            mount: "/lab/mnt/ext4".into(),
+            fs: "ext4".into(),
+        };
+        let lp = Step::Loop {
+            image: "/lab/ext4.img".into(),
+            device: Some("/dev/loop3".into()),
+        };
+        let other = Step::Loop {
+            image: "/lab/xfs.img".into(),
+            device: Some("/dev/loop4".into()),
+        };
+        let image = Step::Image {
+            path: "/lab/ext4.img".into(),
+        };
+        let why = blocked_by(&lp, std::slice::from_ref(&mount)).unwrap();
+        assert_eq!(why, "kept while mount /lab/mnt/ext4 (/dev/loop3) is left");
+        assert!(blocked_by(&other, std::slice::from_ref(&mount)).is_none());
+        assert!(blocked_by(&image, &[mount.clone(), lp.clone()]).is_some());
+        assert!(blocked_by(&image, &[mount, other]).is_none());
+        let sub = Step::Subtree {
+            file: "/cg/cgroup.subtree_control".into(),
+            original: String::new(),
+            added: vec!["io".into()],
+        };
+        assert!(blocked_by(
+            &sub,
+            &[Step::Cgroup {
+                path: "/cg/x".into()
+            }]
+        )
+        .is_some());
+    }
+
+    #[test]
+    fn errors_are_cut_to_one_short_line() {
+        assert_eq!(short("a\n  b\tc"), "a b c");
+        let long = "x".repeat(5000);
+        assert_eq!(short(&long).chars().count(), 201);
+    }
+
+    /// Non-root steps only: the state keeps exactly what is left, in order.
+    #[test]
+    fn an_interrupted_undo_keeps_what_is_left() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("lab");
+        std::fs::create_dir_all(&dir).unwrap();
+        let knob = t.path().join("knob");
+        std::fs::write(&knob, "1").unwrap();
+        let steps = vec![
+            Step::Sysfs {
+                path: knob.clone(),
+                original: "0".into(),
+            },
+            Step::Image {
+                path: t.path().join("gone.img"),
+            },
+        ];
+        let st = LabState {
+            steps: steps.clone(),
+            ..LabState::default()
+        };
+        let stop = AtomicBool::new(true);
+        let e = undo(
+            &dir,
+            st.clone(),
+            &Undo {
+                lazy: false,
+                stop: &stop,
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("2 of the lab's changes are left"),
+            "{e}"
+        );
+        assert_eq!(LabState::load(&dir).unwrap().unwrap().steps, steps);
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "1", "untouched");
+        let go = AtomicBool::new(false);
+        assert_eq!(
+            undo(
+                &dir,
+                st,
+                &Undo {
+                    lazy: false,
+                    stop: &go
+                }
+            )
+            .unwrap(),
+            0
+        );
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "0");
+        assert!(!dir.exists(), "state and dir removed");
+    }
+}
