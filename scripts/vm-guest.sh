@@ -65,7 +65,12 @@ FIX=$W/fixtures
 
 pass() { echo "VMTEST PASS $1 $2"; }
 fail() { echo "VMTEST FAIL $1 $2"; }
-check() { if [ "$2" = ok ]; then pass "$1" "$3"; else fail "$1" "$3"; fi; }
+# check NAME ok|"" DETAIL [SHORT]: SHORT (a few words with the figure) is
+# what the host's last line says of a check that passed.
+check() {
+  if [ "$2" = ok ]; then pass "$1" "$3"; else fail "$1" "$3"; fi
+  [ -z "${4:-}" ] || echo "VMTEST SHORT $1 $4"
+}
 diag() { echo "VMTEST DIAG $*"; }
 say() { echo "[$(date +%T)] $*"; }
 indent() { sed 's/^/    /'; }
@@ -102,11 +107,10 @@ diff_snapshot() { # before-file name
 # Kernel stacks of threads blocked in the write path, for fixtures: every
 # 200 ms, D-state threads whose stack names balance_dirty_pages, a sync or
 # a wait on writeback; two of each kind (the counts live in this loop, so
-# a second catcher in the same run starts again at 1 and may overwrite).
+# a second catcher in the same run starts again at 1 and may overwrite; the
+# README lines then say so twice, the last is the file's).
 stack_catcher() {
   mkdir -p "$FIX/stacks"
-  local KREL
-  KREL=$(uname -r)
   local -A count=()
   local s line st t stk sc kind n
   while :; do
@@ -119,27 +123,26 @@ stack_catcher() {
       # the syscall read on both sides of the stack: a thread that moved on
       # in between is skipped, so the comment line says what it was in
       { sc=$(<"$t/syscall") && stk=$(<"$t/stack") && [ "$(<"$t/syscall")" = "$sc" ]; } 2>/dev/null || continue
+      # <the cause stallscope should give>-<what waits>, as in tests/kernels.rs
       case $stk in
-        *balance_dirty_pages*) kind=balance_dirty_pages ;;
-        *msync*) kind=msync ;;
+        *balance_dirty_pages*) kind=dirty_throttle-balance_dirty_pages ;;
+        *msync*) kind=sync-msync ;;
         *fsync*|*fdatasync*|*sync_file_range*)
           case $stk in
-            *folio_wait_writeback*|*wait_on_page_writeback*) kind=fsync-data-writeback ;;
-            *jbd2*|*xlog*) kind=fsync-journal ;;
-            *blkdev_issue_flush*) kind=fsync-cache-flush ;;
-            *) kind=fsync-other ;;
+            *folio_wait_writeback*|*wait_on_page_writeback*) kind=sync-fsync_data_writeback ;;
+            *jbd2*|*xlog*) kind=sync-fsync_journal ;;
+            *blkdev_issue_flush*) kind=sync-fsync_cache_flush ;;
+            *) kind=sync-fsync_other ;;
           esac ;;
-        *folio_wait_writeback*|*wait_on_page_writeback*) kind=wait_on_writeback ;;
+        *folio_wait_writeback*|*wait_on_page_writeback*) kind=writeback_wait-folio_wait_writeback ;;
         *) continue ;;
       esac
       n=${count[$kind]:-0}
       [ "$n" -lt 2 ] || continue
       n=$((n + 1))
       count[$kind]=$n
-      {
-        echo "# comm: $(<"$t/comm"), /proc/PID/task/TID/syscall: $sc, kernel $KREL"
-        echo "$stk"
-      } >"$FIX/stacks/$kind-$n.txt" 2>/dev/null
+      echo "$stk" >"$FIX/stacks/$kind-$n.txt"
+      echo "$kind-$n.txt: thread $(<"$t/comm"), /proc/PID/task/TID/syscall \"$sc\"" >>"$FIX/stacks/README.part"
     done
     sleep 0.2
   done
@@ -200,6 +203,7 @@ dash_frame() { # tag
   sync
   say "sync after the dashboard: $((SECONDS - t0)) s"
   dash_ok=$([ "$header" -ge 1 ] && [ "${stalls:-0}" -ge 1 ] && [ "$dt" -ge 1 ] && [ "$exitrc" = EXIT=0 ] && echo ok)
+  dash_short="${stalls:-no} stalls, q ${quit_s:-?} s"
   dash_detail="header $([ "$header" -ge 1 ] && echo yes || echo no), ${stalls:-no} stalls listed, $dt dirty_throttle rows, q: $exitrc${quit_s:+ after ${quit_s} s}"
 }
 
@@ -272,7 +276,7 @@ guest_tests() {
   stallscope probe >"$W/probe.txt" 2>&1
   local rc=$?
   indent <"$W/probe.txt"
-  check probe "$([ $rc = 0 ] && [ -s "$W/probe.txt" ] && echo ok)" "rc $rc, $(wc -l <"$W/probe.txt") lines"
+  check probe "$([ $rc = 0 ] && [ -s "$W/probe.txt" ] && echo ok)" "rc $rc, $(wc -l <"$W/probe.txt") lines" probe
 
   # 2. the README's first-stall walk
   say "check 2: the first-stall walk (README): lab up --fs ext4 --cap 20MiB --dirty-bytes 256M"
@@ -282,10 +286,10 @@ guest_tests() {
   indent <"$W/labup.txt"
   local labup_ok=""
   [ $rc = 0 ] && mountpoint -q $MNT && labup_ok=ok
-  check lab-up "$labup_ok" "rc $rc$([ -n "$labup_ok" ] || echo ": $(grep -v '^$' "$W/labup.txt" | tail -1 | cut -c1-200)")"
+  check lab-up "$labup_ok" "rc $rc$([ -n "$labup_ok" ] || echo ": $(grep -v '^$' "$W/labup.txt" | tail -1 | cut -c1-200)")" "lab up --cap 20MiB"
   if [ -n "$labup_ok" ]; then
     dash_frame dash
-    check dashboard "$dash_ok" "$dash_detail"
+    check dashboard "$dash_ok" "$dash_detail" "dashboard $dash_short"
 
     say "stallscope run --target $MNT $RUN_ARGS"
     catch_start
@@ -297,9 +301,11 @@ guest_tests() {
     jq -c 'select(.type=="interval") | {t_s, mib_per_s, dev: .dev.write_mib_per_s, dirty_kib, stalls, bdp}' "$W/run.jsonl" | indent
     run_figures "$W/run.jsonl"
     check lab-cap "$(within10 "$med" 20 && [ $rc = 0 ] && echo ok)" \
-      "written ${med} MiB/s of 20 (median of intervals after 10 s; device ${dev_med} MiB/s; rc $rc)"
+      "written ${med} MiB/s of 20 (median of intervals after 10 s; device ${dev_med} MiB/s; rc $rc)" \
+      "lab cap $(printf %.1f "$med" 2>/dev/null) MiB/s of 20"
     check throttle-stall "$([ "$first_conf" = high ] && le "$first_t" 10 && echo ok)" \
-      "first dirty_throttle stall at ${first_t} s, confidence ${first_conf}; ${nstall} stalls (≥ 20 ms): ${bycause:-none}; ${dt100} dirty_throttle ≥ 100 ms; longest throttle pause ${maxp} ms"
+      "first dirty_throttle stall at ${first_t} s, confidence ${first_conf}; ${nstall} stalls (≥ 20 ms): ${bycause:-none}; ${dt100} dirty_throttle ≥ 100 ms; longest throttle pause ${maxp} ms" \
+      "first dirty_throttle at ${first_t} s ($first_conf)"
   else
     fail dashboard "not run: lab up failed"
     fail lab-cap "not run: lab up failed"
@@ -311,7 +317,7 @@ guest_tests() {
   indent <"$W/labdown.txt"
   local d
   d=$(diff_snapshot "$W/walk.before" walk)
-  check lab-down-clean "$([ $rc = 0 ] && [ "$d" = ok ] && echo ok)" "rc $rc, guest as before: $d"
+  check lab-down-clean "$([ $rc = 0 ] && [ "$d" = ok ] && echo ok)" "rc $rc, guest as before: $d" "lab down clean"
   local walk_up_ok=$labup_ok
 
   # 3. PostgreSQL observed under pgbench (README: Diagnosing PostgreSQL)
@@ -322,7 +328,7 @@ guest_tests() {
   indent <"$W/pglabup.txt"
   labup_ok=""
   [ $rc = 0 ] && mountpoint -q $MNT && labup_ok=ok
-  check pg-lab-up "$labup_ok" "rc $rc$([ -n "$labup_ok" ] || echo ": $(grep -v '^$' "$W/pglabup.txt" | tail -1 | cut -c1-200)")"
+  check pg-lab-up "$labup_ok" "rc $rc$([ -n "$labup_ok" ] || echo ": $(grep -v '^$' "$W/pglabup.txt" | tail -1 | cut -c1-200)")" "lab up --cap 10MiB"
   if [ -n "$labup_ok" ]; then
     chmod 755 $LAB
     if pg_start $MNT/pg; then
@@ -337,9 +343,9 @@ guest_tests() {
       pg_stop $MNT/pg
       pg_figures "$W/pg.jsonl"
       check pg-sched-timing "$([ "$nobs" -gt 0 ] && [ "$timings" = "sched×$nobs" ] && echo ok)" \
-        "$nobs observed lines, timing: ${timings:-none}; pgbench ${tps:-?} tps"
+        "$nobs observed lines, timing: ${timings:-none}; pgbench ${tps:-?} tps" "postgres timing sched"
       check pg-sync-stalls "$([ "$nsync" -gt 0 ] && echo ok)" \
-        "$nsync sync stalls ($nsync_high high confidence) of $nstall: ${bycause:-none}"
+        "$nsync sync stalls ($nsync_high high confidence) of $nstall: ${bycause:-none}" "postgres $nsync sync stalls"
     else
       tail -5 "$W/initdb.log" "$PGLOG/server.log" 2>/dev/null | indent
       fail pg-sched-timing "PostgreSQL did not start"
@@ -354,7 +360,7 @@ guest_tests() {
   rc=$?
   indent <"$W/pglabdown.txt"
   d=$(diff_snapshot "$W/pg.before" pg)
-  check pg-lab-down-clean "$([ $rc = 0 ] && [ "$d" = ok ] && echo ok)" "rc $rc, guest as before: $d"
+  check pg-lab-down-clean "$([ $rc = 0 ] && [ "$d" = ok ] && echo ok)" "rc $rc, guest as before: $d" "lab down clean"
 
   # Diagnostic, not a check: when lab up could not cap, cap by hand the
   # cgroup-v2 way (a child cgroup with +io +memory, io.max on the lab's loop
@@ -426,6 +432,35 @@ manual_cap_diag() {
   stallscope lab down >"$W/diag-labdown.txt" 2>&1 || indent <"$W/diag-labdown.txt"
 }
 
+# A few real trace_pipe lines of the writeback events we read (a private
+# instance, all processes), while a capped lab takes buffered writes with
+# an fdatasync every 64 records: up to 12 lines of each event.
+trace_pipe_capture() { # tracefs
+  local inst=$1/instances/vmtest-fixture e cpid
+  mkdir "$inst" || return
+  for e in balance_dirty_pages folio_wait_writeback wait_on_page_writeback writeback_start; do
+    [ ! -e "$inst/events/writeback/$e/enable" ] || echo 1 >"$inst/events/writeback/$e/enable"
+  done
+  cat "$inst/trace_pipe" >"$W/trace_pipe.raw" &
+  cpid=$!
+  if stallscope lab up --fs ext4 --cap 10MiB --dirty-bytes 64M >"$W/tp-labup.txt" 2>&1 ||
+    stallscope lab up --fs ext4 --cap 0 --dirty-bytes 64M >"$W/tp-labup.txt" 2>&1; then
+    stallscope run --target $MNT --mode buffered --sync every:64 --duration 8s --format jsonl >/dev/null 2>&1
+  fi
+  stallscope lab down >/dev/null 2>&1
+  kill $cpid
+  wait $cpid 2>/dev/null
+  echo 0 >"$inst/tracing_on"
+  rmdir "$inst"
+  {
+    echo "# trace_pipe of a tracefs instance with writeback:balance_dirty_pages, folio_wait_writeback, writeback_start;"
+    echo "# Debian 12 kernel $(uname -r), scripts/vm-guest.sh: stallscope run --mode buffered --sync every:64 on a lab ext4"
+    echo "# ($(grep -q 'cap 10' "$W/tp-labup.txt" && echo "capped at 10 MiB/s" || echo "lab up said: $(tail -1 "$W/tp-labup.txt")"), dirty 64M). Up to 12 lines of each event."
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[a-z_]+:$/ && $(i+1) == "bdi") { e = $i; break } }
+         e != "" && c[e]++ < 12 { print } { e = "" }' "$W/trace_pipe.raw"
+  } >"$FIX/trace_pipe.txt"
+}
+
 fixtures() {
   local t=/sys/kernel/tracing mounted=0 f n=0 missing=""
   if [ ! -e $t/events/header_page ]; then mount -t tracefs nodev $t && mounted=1; fi
@@ -448,10 +483,22 @@ fixtures() {
       missing="$missing ${f#*/}"
     fi
   done
+  trace_pipe_capture $t
   [ $mounted = 0 ] || umount $t
-  local ns
-  ns=$(find "$FIX/stacks" -type f 2>/dev/null | wc -l)
-  check fixtures "$([ $n -ge 6 ] && echo ok)" "$n format files (absent:${missing:- none}), $ns kernel stacks ($(find "$FIX/stacks" -type f -printf '%f ' 2>/dev/null))"
+  local ns tp
+  ns=$(find "$FIX/stacks" -name '*.txt' 2>/dev/null | wc -l)
+  tp=$(grep -v '^#' "$FIX/trace_pipe.txt" 2>/dev/null | sed -n 's/.*: \([a-z_]*\): bdi .*/\1/p' | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
+  {
+    echo "# /proc/PID/stack texts, Debian 12 kernel $(uname -r) (x86_64), caught by scripts/vm-guest.sh"
+    echo "# from D-state threads (stallscope's writers under a 20 MiB/s io.max cap, PostgreSQL under pgbench)."
+    echo "# Name = <cause stallscope should give>-<what waits>-<n>.txt. Per file, the thread and its syscall"
+    echo "# line (read before and after the stack, equal; x86_64 numbers: 26 msync, 74 fsync, 75 fdatasync, -1 = in a fault)."
+    sort "$FIX/stacks/README.part" 2>/dev/null
+  } >"$FIX/stacks/README"
+  rm -f "$FIX/stacks/README.part"
+  check fixtures "$([ $n -ge 6 ] && [ "$ns" -ge 3 ] && grep -q balance_dirty_pages "$FIX/trace_pipe.txt" && echo ok)" \
+    "$n format files (absent:${missing:- none}), $ns kernel stacks ($(find "$FIX/stacks" -name '*.txt' -printf '%f ' | sort)), trace_pipe: ${tp:-nothing}" \
+    "fixtures: $n formats, $ns stacks"
   echo "VMTEST-FIXTURES-BEGIN"
   tar -czf - -C "$FIX" . | base64 -w 76
   echo "VMTEST-FIXTURES-END"

@@ -312,22 +312,34 @@ fi
 mapfile -t results < <(grep -E '^VMTEST (PASS|FAIL) ' "$tmp/guest.txt" || true)
 pass=0
 fail=0
-summary=()
+summary=() # one line per check, with its figures
+short=()   # what the last line says of each
 for r in "${results[@]}"; do
   read -r _ verdict name detail <<<"$r"
-  if [ "$verdict" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
-  summary+=("$name ${verdict} (${detail:-})")
+  if [ "$verdict" = PASS ]; then
+    pass=$((pass + 1))
+    s=$(grep -m1 "^VMTEST SHORT $name " "$tmp/guest.txt" | cut -d' ' -f4- || true)
+    short+=("${s:-$name}")
+  else
+    fail=$((fail + 1))
+    short+=("$name FAILED")
+  fi
+  summary+=("$verdict $name: ${detail:-}")
 done
 if ! grep -q '^VMTEST DONE' "$tmp/guest.txt"; then
   fail=$((fail + 1))
-  summary+=("guest FAIL (did not finish: qemu rc $qrc)")
+  summary+=("FAIL guest: did not finish (qemu rc $qrc)")
+  short+=("guest did not finish")
 fi
-[ "$pass" -gt 0 ] || [ "$fail" -gt 0 ] || { fail=1; summary+=("guest FAIL (no results)"); }
-cgv=$(grep -m1 '^VMTEST INFO cgroup ' "$tmp/guest.txt" | cut -d' ' -f4- || true)
+if [ "$pass" = 0 ] && [ "$fail" = 0 ]; then
+  fail=1
+  summary+=("FAIL guest: no results")
+  short+=("no results")
+fi
 gk=$(grep -m1 '^VMTEST INFO kernel ' "$tmp/guest.txt" | cut -d' ' -f4 || true)
 say "guest ran ${t_guest} s; whole run $(($(date +%s) - t_start)) s"
 say "results:"
 for s in "${summary[@]}"; do printf '  %s\n' "$s" >&2; done
-joined=$(printf '%s; ' "${summary[@]}")
-echo "vm-test: $pass passed, $fail failed (Debian 12 guest, kernel ${gk:-$kver}, ${cgv:-cgroup ?}): ${joined%; }"
+joined=$(printf '%s, ' "${short[@]}")
+echo "vm-test: $pass passed, $fail failed (Debian 12 guest, kernel ${gk:-$kver}, cgroup v2 only): ${joined%, }"
 [ "$fail" = 0 ]
