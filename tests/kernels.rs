@@ -13,10 +13,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The kernels the issue names, with the page-wait event each has.
-const KERNELS: [(&str, Option<&str>); 3] = [
+const KERNELS: [(&str, Option<&str>); 4] = [
     ("4.18", None),
     ("5.4", Some("wait_on_page_writeback")),
     ("5.15", Some("wait_on_page_writeback")),
+    ("6.1", Some("folio_wait_writeback")),
 ];
 
 /// How each kernel's sched_switch records a sleep in D (`prev_state`):
