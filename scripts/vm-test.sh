@@ -25,7 +25,19 @@
 # serial port; this script collects them. Exit 0 only when every check
 # passed; the last line says what was checked.
 #
-# Needs root, ~3 GiB in the cache, network access to the Debian mirror
+# The checks (scripts/vm-guest.sh): probe; lab-up, dashboard, lab-cap (median
+# written MiB/s after 10 s within 10 % of 20), throttle-stall (the first
+# high-confidence dirty_throttle stall within 10 s), lab-down-clean (cgroup
+# tree and controllers, io.max, dirty sysctls, mounts, loop devices as
+# before lab up); pg-lab-up, pg-sched-timing (every `observed` line timed
+# "sched"), pg-sync-stalls, pg-lab-down-clean; fixtures. When a lab up
+# cannot cap, a DIAG (no check) caps by hand the cgroup-v2 way.
+#
+# Measured 2026-12-04 on a 2-core host: a cold image build 95-121 s (whole
+# cold run 5m16s); with the image cached a run takes 3m10s-3m45s (4m30s
+# when lab up cannot cap and the diagnostic runs).
+#
+# Needs root, ~1.3 GiB in the cache, network access to the Debian mirror
 # for a cold build (debootstrap; apt-get installs debootstrap if missing).
 #
 # CACHE (deliberate, survives runs): /var/cache/stallscope-vm/ (or
