@@ -43,7 +43,7 @@ guest_init() {
   [ -z "$epoch" ] || date -u -s "@$epoch" >/dev/null
   modprobe loop 2>/dev/null || true
   if [ "$(cmdline_arg vmtest.shell)" = 1 ]; then
-    echo "vm-guest: shell on ttyS0 (poweroff -f or exit ends the guest)" >/dev/ttyS0
+    echo "vm-guest: shell on ttyS0 (exit ends the guest)" >/dev/ttyS0
     cp /vmtest/stallscope /usr/local/bin/stallscope
     setsid -c sh -c "echo \$\$ > $SESSION/cgroup.procs; exec bash -l" </dev/ttyS0 >/dev/ttyS0 2>&1
   else

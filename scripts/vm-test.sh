@@ -10,7 +10,7 @@
 #   --keep            keep the run's temp dir (serial logs, run outputs)
 #   --shell           boot the guest set up as for the tests (cgroups, disks)
 #                     but give a root shell on this terminal instead of the
-#                     tests; `poweroff -f` (or exit) ends it
+#                     tests; `exit` ends it (and the guest)
 #   --save-fixtures   copy the guest kernel's tracefs format files and
 #                     /proc/PID/stack texts into tests/fixtures/kernels/<x.y>/
 #   --rebuild         build the guest image again even if it is cached
@@ -270,7 +270,7 @@ qargs=(-accel tcg,thread=multi -cpu max -m 4G -smp 2
   -rtc base=utc)
 
 if [ "$shell" = 1 ]; then
-  say "booting a shell (ttyS0 here; Ctrl-A X quits qemu, poweroff -f ends the guest)"
+  say "booting a shell (ttyS0 here; exit ends the guest, Ctrl-A X quits qemu)"
   TMPDIR=$tmp/qtmp timeout -k 10 "$boot_timeout" "${qemu[@]}" "${qargs[@]}" \
     -serial mon:stdio -serial "file:$tmp/guest.log" || true
   exit 0
