@@ -156,7 +156,11 @@ build_image() {
   t0=$(date +%s)
   part=$img.part
   root=$part/root
-  command -v debootstrap >/dev/null || { say "installing debootstrap (apt-get)"; apt-get install -y -qq debootstrap >/dev/null; }
+  if ! command -v debootstrap >/dev/null; then
+    say "installing debootstrap (apt-get)"
+    apt-get install -y -qq debootstrap >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+  fi
   command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 missing (apt-get install e2fsprogs)"
   m=$(mirror)
   rm -rf "$part"
