@@ -329,6 +329,18 @@ pub enum Command {
     #[command(subcommand)]
     Lab(LabCommand),
     /// Show what this machine lets stallscope see (tracing, PSI, devices, dirty limits) and why not.
+    ///
+    /// A table of features (scheduler timing, wake-up chains, throttle
+    /// evidence, page waits, flusher reasons, syscall events, PSI,
+    /// per-device dirty limits, cgroup layout, write cap), each yes or no
+    /// with what it is or why not, and the fix after an arrow (`run as
+    /// root`, `boot with psi=1`, a newer kernel). Tracing needs root; run as
+    /// root for the real answer. Then the dirty thresholds and, per target,
+    /// its device, bdi settings and where throttling starts.
+    ///
+    /// To see what a user on an older kernel sees, hide events:
+    /// STALLSCOPE_HIDE_EVENTS=writeback:folio_wait_writeback stallscope probe
+    #[command(verbatim_doc_comment)]
     Probe {
         /// Directory to inspect (repeatable). Default: $TMPDIR, else /var/tmp.
         #[arg(long = "target", short = 't', value_name = "DIR")]
