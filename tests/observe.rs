@@ -200,7 +200,7 @@ fn without_root_observe_shows_d_state_faults_and_writes_and_says_what_needs_root
         "says that throttle attribution needs root: {err}"
     );
     assert!(
-        err.contains("wake-up chains need root"),
+        err.contains("wake-up chains need tracing (not root)"),
         "says that wake-up chains need root: {err}"
     );
     let obs = of_type(&lines, "observed");
