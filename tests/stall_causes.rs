@@ -32,6 +32,14 @@ fn run_jsonl(target: &Path, mode: &str, secs: u32) -> Vec<Value> {
         .collect()
 }
 
+/// The capped labs share the machine's dirty limits and disk: one test at
+/// a time, or one's writeback stalls the other's writers.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn summary(lines: &[Value]) -> &Value {
     lines
         .iter()
@@ -41,6 +49,7 @@ fn summary(lines: &[Value]) -> &Value {
 
 #[test]
 fn capped_loop_fs_mmap_stalls_are_dirty_throttling() {
+    let _serial = serial();
     let Some(lab) = common::capped_xfs("capped_loop_fs_mmap_stalls_are_dirty_throttling") else {
         return;
     };
@@ -131,6 +140,7 @@ fn capped_loop_fs_mmap_stalls_are_dirty_throttling() {
 #[test]
 fn without_the_page_wait_event_tracing_still_names_throttle_and_sync() {
     let test = "without_the_page_wait_event_tracing_still_names_throttle_and_sync";
+    let _serial = serial();
     let Some(lab) = common::capped(test, "ext4", 20) else {
         return;
     };
