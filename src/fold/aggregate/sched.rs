@@ -1,0 +1,294 @@
+//! Observed threads timed by the scheduler's events: their D-state blocks
+//! joined into runs (`fold::blocks`), their sleeps in S judged by wake-up
+//! chains (`fold::chains`), and the runs that become stalls.
+
+use super::{Aggregator, Owner, MAX_WAKERS, WAKER_PID};
+use crate::fold::blocks::Run;
+use crate::fold::chains::{ChainStall, Chains, Span};
+use crate::model::cause::Attribution;
+use crate::model::kernel::TraceKind;
+use crate::model::observed::BlockTiming;
+use crate::model::ops::OpKind;
+use crate::model::stall::{Blocked, Stall, Who};
+
+impl Aggregator {
+    /// Observed threads' blocks come from the scheduler's events from now
+    /// on; a run of blocks of at least `threshold_ns` is a stall.
+    /// With `chains`, sleeps in S are followed to their waker too.
+    pub fn set_sched_timing(&mut self, threshold_ns: u64, chains: bool) {
+        self.sched = Some(threshold_ns);
+        self.chains = chains.then(|| Chains::new(threshold_ns));
+    }
+
+    /// Threads blocked now (scheduler timing) for a millisecond or more,
+    /// at `now_ns`, whose wait no stack names yet: the session reads their
+    /// kernel stacks (`block_stack`). Not only blocks that may become
+    /// stalls: a waker's short waits (a WAL writer's fdatasync) name what
+    /// the threads waiting for it waited on. Younger blocks are mostly
+    /// over by the time their stack is read.
+    pub fn blocks_wanting_stack(&self, now_ns: u64) -> Vec<u32> {
+        match self.sched {
+            Some(_) => self
+                .blocks
+                .wanting_stack(now_ns, crate::fold::blocks::MERGE_GAP_NS),
+            None => Vec::new(),
+        }
+    }
+
+    /// The kernel stack of a thread `blocks_wanting_stack` named.
+    pub fn block_stack(&mut self, tid: u32, stack: String) {
+        self.blocks.stack(tid, stack);
+    }
+
+    /// How observed threads' blocks are timed.
+    pub fn timing(&self) -> BlockTiming {
+        if self.sched.is_some() {
+            BlockTiming::Sched
+        } else {
+            BlockTiming::Sampled
+        }
+    }
+
+    /// The process of an observed thread, or of one that left lately.
+    pub(super) fn process_of(&self, tid: u32) -> Option<u32> {
+        match self.tids.get(&tid) {
+            Some(Owner::Process(pid)) => Some(*pid),
+            Some(Owner::Writer(..)) => None,
+            None => self
+                .gone
+                .get(&tid)
+                .map(|(pid, _)| *pid)
+                .or_else(|| self.wakers.contains_key(&tid).then_some(WAKER_PID)),
+        }
+    }
+
+    /// A scheduler event of an observed thread (true: it was one).
+    pub(super) fn fold_sched(&mut self, t_ns: u64, tid: u32, kind: &TraceKind) -> bool {
+        let Some(pid) = self.process_of(tid) else {
+            return matches!(
+                kind,
+                TraceKind::SchedBlock { .. } | TraceKind::SchedWake { .. }
+            );
+        };
+        match kind {
+            TraceKind::SchedBlock { comm, sleep: false } => {
+                self.blocks.block(pid, tid, t_ns, *comm);
+            }
+            // A waker outside the watched processes counts by its kernel
+            // waits only: its sleeps (a client waiting for its server)
+            // would chain idle waits to it.
+            TraceKind::SchedBlock { sleep: true, .. } if pid == WAKER_PID => {}
+            TraceKind::SchedBlock { comm, sleep: true } => {
+                if let Some(c) = self.chains.as_mut() {
+                    c.sleep(pid, tid, t_ns, *comm);
+                }
+            }
+            TraceKind::SchedWake {
+                waker,
+                waker_comm,
+                irq,
+            } => {
+                if !self.blocks.is_open(tid) {
+                    self.chain_wake(tid, t_ns, (*waker, *irq));
+                    return true;
+                }
+                let (ended, dur) = self.blocks.wake(tid, t_ns, (*waker, waker_comm.clone()));
+                let idx = t_ns / self.interval_ns;
+                if pid != WAKER_PID {
+                    self.pending_at(idx)
+                        .observed
+                        .entry(pid)
+                        .or_default()
+                        .blocked_ns += dur;
+                }
+                if let Some(run) = ended {
+                    self.run_done(run);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The wakeup of a thread asleep in S: a stall if its chain says so.
+    pub(super) fn chain_wake(&mut self, tid: u32, t_ns: u64, waker: (u32, bool)) {
+        let Some(c) = self.chains.as_mut() else {
+            return;
+        };
+        let Some(since) = c.asleep_since(tid) else {
+            return;
+        };
+        let long = c.is_long(since, t_ns);
+        let current = self.blocks.last_run(waker.0).map(span_of);
+        let woken = c.wake(tid, t_ns, waker, current);
+        if long {
+            self.learn_waker(t_ns, waker);
+        }
+        match woken {
+            // A waker's own stalls only explain others'.
+            Some(st) if st.pid != WAKER_PID => self.chain_done(st),
+            _ => {}
+        }
+    }
+
+    /// A watched thread (not a waker) woken from a long sleep by a task
+    /// we do not trace: trace that task from now on, so that its waits can
+    /// explain the next such sleep.
+    pub(super) fn learn_waker(&mut self, t_ns: u64, (waker, irq): (u32, bool)) {
+        if irq || waker == 0 || self.process_of(waker).is_some() {
+            if let Some(seen) = self.wakers.get_mut(&waker) {
+                *seen = t_ns;
+            }
+            return;
+        }
+        if self.wakers.len() >= MAX_WAKERS {
+            let Some(oldest) = self.wakers.iter().min_by_key(|(_, t)| **t).map(|(w, _)| *w) else {
+                return;
+            };
+            self.wakers.remove(&oldest);
+        }
+        self.wakers.insert(waker, t_ns);
+        self.obs_tids_changed = true;
+    }
+
+    /// A sleep the chains explained: a stall of its process, in the
+    /// interval it ended in.
+    pub(super) fn chain_done(&mut self, c: ChainStall) {
+        let comm = self
+            .obs_totals
+            .get(&c.pid)
+            .map_or_else(String::new, |t| t.comm.clone());
+        let stall = Stall {
+            ev: Blocked {
+                who: Who::Process {
+                    pid: c.pid,
+                    comm,
+                    tid: c.tid,
+                    thread_comm: c.comm,
+                },
+                op: OpKind::Wait,
+                start_ns: c.start_ns,
+                dur_ns: Some(c.end_ns - c.start_ns),
+                stack: None,
+            },
+            why: Attribution {
+                cause: c.cause,
+                confidence: c.confidence,
+                evidence: c.evidence,
+                shares: c.shares,
+                via: c.via,
+            },
+        };
+        self.pending_at(c.end_ns / self.interval_ns)
+            .chain_stalls
+            .push(stall);
+    }
+
+    /// Runs of timer steps that ended by `now_ns`, judged.
+    pub(super) fn finish_steps(&mut self, now_ns: u64) {
+        let Some(c) = self.chains.as_mut() else {
+            return;
+        };
+        let ongoing: Vec<Span> = self
+            .blocks
+            .ongoing()
+            .iter()
+            .map(|r| Span {
+                end_ns: now_ns,
+                ..span_of(r)
+            })
+            .collect();
+        for st in c.tick(now_ns, &ongoing) {
+            self.chain_done(st);
+        }
+    }
+
+    /// Threads the sampler sees in D with no block from the scheduler:
+    /// blocked since before their tid joined the filter.
+    pub(super) fn adopt_blocks(&mut self, ongoing: &[Blocked]) {
+        for b in ongoing {
+            if let Who::Process {
+                pid,
+                tid,
+                thread_comm,
+                ..
+            } = &b.who
+            {
+                self.blocks
+                    .adopt(*pid, *tid, b.start_ns, thread_comm, b.stack.clone());
+            }
+        }
+    }
+
+    /// A finished run of blocks: a stall of its process if long enough,
+    /// in the interval it ended in.
+    pub(super) fn run_done(&mut self, run: Run) {
+        let (Some(threshold), Some(end)) = (self.sched, run.end_ns) else {
+            return;
+        };
+        if let Some(c) = self.chains.as_mut() {
+            c.add_run(span_of(&run));
+        }
+        if run.pid == WAKER_PID {
+            return;
+        }
+        let dur = end.saturating_sub(run.start_ns);
+        if dur < threshold {
+            return;
+        }
+        let b = self.run_blocked(run, Some(dur));
+        self.pending_at(end / self.interval_ns).obs_stalls.push(b);
+    }
+
+    pub(super) fn run_blocked(&self, run: Run, dur_ns: Option<u64>) -> Blocked {
+        let pid = run.pid;
+        // From the totals: a process that exited has left `watched`.
+        let comm = self
+            .obs_totals
+            .get(&pid)
+            .map_or_else(String::new, |t| t.comm.clone());
+        Blocked {
+            who: Who::Process {
+                pid,
+                comm,
+                tid: run.tid,
+                thread_comm: run.comm,
+            },
+            op: OpKind::Blocked,
+            start_ns: run.start_ns,
+            dur_ns,
+            stack: run.stack,
+        }
+    }
+
+    /// Runs that can no longer grow at `now_ns` become stalls.
+    pub(super) fn finish_runs(&mut self, now_ns: u64) {
+        for run in self.blocks.finished(now_ns) {
+            self.run_done(run);
+        }
+    }
+
+    /// Scheduler-timed blocks of observed threads going on at `now_ns`,
+    /// past the threshold.
+    pub(super) fn sched_live(&self, now_ns: u64) -> Vec<Blocked> {
+        let Some(threshold) = self.sched else {
+            return Vec::new();
+        };
+        self.blocks
+            .ongoing()
+            .into_iter()
+            .filter(|r| r.pid != WAKER_PID && now_ns.saturating_sub(r.start_ns) >= threshold)
+            .map(|r| self.run_blocked(r, None))
+            .collect()
+    }
+}
+
+/// A D run as a wait that can explain the sleeps of the threads it wakes.
+fn span_of(r: &Run) -> Span {
+    Span::d_run(
+        (r.pid, r.tid, &r.comm),
+        r.start_ns,
+        r.end_ns.unwrap_or(r.start_ns + r.blocked_ns),
+        r.stack.as_deref(),
+    )
+}

@@ -1,0 +1,263 @@
+use super::*;
+use crate::model::ops::OpKind;
+
+const S: u64 = 1_000_000_000;
+
+fn batch(target: usize, thread: u32, interval: u64, lats_us: &[u64]) -> Msg {
+    let mut hist = new_histogram();
+    for &l in lats_us {
+        hist.record(l).unwrap();
+    }
+    Msg::Batch(Box::new(Batch {
+        target,
+        thread,
+        interval,
+        ops: lats_us.len() as u64,
+        bytes: lats_us.len() as u64 * 818,
+        hist,
+        sync_hist: new_histogram(),
+        stalls: Vec::new(),
+        minflt: 0,
+        majflt: 0,
+    }))
+}
+
+fn agg(n: usize) -> Aggregator {
+    let st = TargetState {
+        mode: Mode::Mmap,
+        threads: 2,
+        active: true,
+    };
+    Aggregator::new(S, vec![st; n])
+}
+
+#[test]
+fn a_writer_that_dies_mid_op_leaves_no_stall_in_progress() {
+    let mut a = agg(1);
+    for thread in [0, 1] {
+        a.fold(Msg::Blocked(Blocked {
+            who: Who::Writer { target: 0, thread },
+            op: OpKind::Write,
+            start_ns: S / 2,
+            dur_ns: None,
+            stack: None,
+        }));
+    }
+    assert_eq!(a.live(S).stalls.len(), 2);
+    a.fold(Msg::Event {
+        target: 0,
+        thread: Some(1),
+        t_ns: S,
+        kind: EventKind::WriterError,
+        message: "thread 1 panicked".into(),
+    });
+    let live = a.live(2 * S).stalls;
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].ev.who.thread(), 0, "the other writer's stall stays");
+}
+
+#[test]
+#[allow(clippy::too_many_lines)]
+fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
+    use crate::model::observed::{ObsTick, ProcTick};
+    let mut a = agg(0);
+    a.set_observed(vec![Watched {
+        pid: 9,
+        comm: "java".into(),
+    }]);
+    a.set_tracing(true);
+    let tick = |t_ns: u64, d: u32, stalls: Vec<Blocked>| {
+        Msg::Observe(Box::new(ObsTick {
+            t_ns,
+            procs: vec![ProcTick {
+                pid: 9,
+                threads: 3,
+                d_threads: d,
+                minflt: 5,
+                majflt: 1,
+                write_bytes: Some(4096),
+            }],
+            stalls,
+            exited: vec![],
+            tids: Some(vec![(90, 9), (91, 9)]),
+            ongoing: vec![],
+            joined: vec![],
+        }))
+    };
+    a.fold(tick(S / 4, 2, vec![]));
+    assert_eq!(a.take_observed_tids_changed(), Some(vec![90, 91]));
+    assert_eq!(a.take_observed_tids_changed(), None);
+    // Thread 91 throttled for 300 ms: two trace events, then the run ends.
+    for (t, pause) in [(S / 4, 200), (S / 4 + 200_000_000, 100)] {
+        a.fold_trace(
+            t,
+            91,
+            TraceKind::BalanceDirtyPages {
+                bdi: "7:0".into(),
+                limit: 65536,
+                setpoint: 50000,
+                dirty: 70000,
+                pause_ms: pause,
+                paused_ms: 0,
+                period_ms: 0,
+            },
+        );
+    }
+    let run = Blocked {
+        who: Who::Process {
+            pid: 9,
+            comm: "java".into(),
+            tid: 91,
+            thread_comm: "MutationStage".into(),
+        },
+        op: OpKind::Blocked,
+        start_ns: S / 4,
+        dur_ns: Some(300_000_000),
+        stack: Some("io_schedule_timeout < balance_dirty_pages".into()),
+    };
+    // While it lasts, the banner shows it with its cause so far.
+    let mut so_far = run.clone();
+    so_far.dur_ns = None;
+    a.fold(Msg::Observe(Box::new(ObsTick {
+        t_ns: S / 4 + 200_000_000,
+        ongoing: vec![so_far],
+        ..ObsTick::default()
+    })));
+    let live = a.live(S / 2);
+    assert_eq!(live.stalls.len(), 1);
+    let l = &live.stalls[0];
+    assert_eq!((l.ev.who.pid(), l.ev.who.thread()), (Some(9), 91));
+    assert_eq!(live.age_ms(l), 250.0);
+    assert_eq!(l.why.cause, crate::model::cause::Cause::DirtyThrottle);
+    a.fold(tick(S / 2, 0, vec![run]));
+    assert!(
+        a.live(S / 2).stalls.is_empty(),
+        "ended runs leave the banner"
+    );
+    let (snaps, summary) = a.finish(S);
+    assert_eq!(snaps.len(), 1);
+    let o = &snaps[0].observed[0];
+    assert_eq!((o.samples, o.d_threads_max, o.d_threads_mean), (2, 2, 1.0));
+    assert_eq!((o.minflt, o.majflt, o.write_bytes), (10, 2, Some(8192)));
+    assert_eq!(o.bdp.unwrap().pause_ms, 300);
+    assert_eq!(o.stalls, 1);
+    let st = &snaps[0].stalls[0];
+    assert_eq!((st.ev.who.pid(), st.ev.who.thread()), (Some(9), 91));
+    assert_eq!(st.why.cause, crate::model::cause::Cause::DirtyThrottle);
+    assert_eq!(st.why.evidence.pause_ms, Some(300));
+    assert_eq!(snaps[0].stalls.len(), 1, "the observed thread's only");
+    assert_eq!(summary.observed[0].stalls, 1);
+    assert_eq!(summary.observed[0].write_bytes, Some(8192));
+}
+
+#[test]
+fn merged_count_equals_ops_done() {
+    let mut a = agg(2);
+    let mut done = 0;
+    for i in 0..5u64 {
+        for th in 0..3 {
+            let lats: Vec<u64> = (1..=(10 + i * th as u64)).collect();
+            done += lats.len() as u64;
+            a.fold(batch((th % 2) as usize, th, i, &lats));
+        }
+    }
+    let snaps = a.tick(5 * S + GRACE_NS);
+    assert_eq!(snaps.len(), 5);
+    let per_interval: u64 = snaps
+        .iter()
+        .flat_map(|s| s.targets.iter())
+        .map(|t| t.hist.len())
+        .sum();
+    assert_eq!(per_interval, done);
+    let (_, sum) = a.finish(5 * S + GRACE_NS);
+    assert_eq!(sum.ops(), done);
+    assert_eq!(sum.merged().len(), done);
+}
+
+#[test]
+fn waits_for_grace_then_emits_in_order() {
+    let mut a = agg(1);
+    a.fold(batch(0, 0, 0, &[100]));
+    assert!(a.tick(S).is_empty(), "not before the grace period");
+    let s = a.tick(S + GRACE_NS);
+    assert_eq!(s.len(), 1);
+    assert_eq!((s[0].index, s[0].t_s), (0, 1.0));
+    assert_eq!(s[0].targets[0].ops, 1);
+    // An empty interval is still emitted (zero throughput is the news).
+    let s = a.tick(3 * S + GRACE_NS);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[1].targets[0].ops, 0);
+}
+
+#[test]
+fn late_batch_joins_oldest_open_interval() {
+    let mut a = agg(1);
+    a.tick(3 * S + GRACE_NS);
+    a.fold(batch(0, 0, 1, &[5, 6]));
+    let s = a.tick(4 * S + GRACE_NS);
+    assert_eq!(s[0].index, 3);
+    assert_eq!(s[0].targets[0].ops, 2);
+}
+
+#[test]
+fn stall_in_progress_until_it_finishes() {
+    let mut a = agg(1);
+    a.fold(Msg::Blocked(Blocked {
+        who: Who::Writer {
+            target: 0,
+            thread: 1,
+        },
+        op: OpKind::Write,
+        start_ns: S / 2,
+        dur_ns: None,
+        stack: None,
+    }));
+    let s = a.tick(S + GRACE_NS);
+    assert_eq!(s[0].in_progress.len(), 1);
+    let mut m = batch(0, 1, 2, &[2_500_000]);
+    if let Msg::Batch(b) = &mut m {
+        b.stalls
+            .push(Blocked::writer(0, 1, OpKind::Write, S / 2, 2 * S));
+    }
+    a.fold(m);
+    let s = a.tick(3 * S + GRACE_NS);
+    assert_eq!(s[1].stalls.len(), 1);
+    assert_eq!(s[1].targets[0].stalls, 1);
+    assert!(s[1].in_progress.is_empty());
+    let (_, sum) = a.finish(3 * S + GRACE_NS);
+    assert_eq!(sum.stalls(), 1);
+    assert_eq!(sum.stall_ns(), 2 * S);
+}
+
+#[test]
+fn a_partial_tail_is_emitted_with_its_length() {
+    let mut a = agg(1);
+    a.fold(batch(0, 0, 0, &[10]));
+    a.fold(batch(0, 0, 1, &[10, 20]));
+    let (snaps, sum) = a.finish(S + S / 10);
+    assert_eq!(snaps.len(), 2);
+    assert!((snaps[1].interval_s - 0.1).abs() < 1e-9);
+    let in_snaps: u64 = snaps.iter().map(|s| s.targets[0].ops).sum();
+    assert_eq!(in_snaps, sum.ops());
+}
+
+/// Defect: ops that finished while the writers stopped were an interval
+/// of their own past the end (a `31.0` row after `--duration 30s`,
+/// charted as a drop to nothing).
+#[test]
+fn ops_finished_while_stopping_join_the_last_interval() {
+    let mut a = agg(1);
+    for i in 0..3 {
+        a.fold(batch(0, 0, i, &[10; 50]));
+    }
+    a.fold(batch(0, 0, 3, &[10, 20]));
+    a.fold(batch(0, 0, 4, &[30]));
+    let (snaps, sum) = a.finish(3 * S);
+    assert_eq!(snaps.len(), 3, "a 3-interval run has 3 intervals");
+    let last = snaps.last().unwrap();
+    assert!((last.t_s - 3.0 * S as f64 / 1e9).abs() < 1e-9);
+    assert!((last.interval_s - S as f64 / 1e9).abs() < 1e-9);
+    assert_eq!(last.targets[0].ops, 53);
+    let in_snaps: u64 = snaps.iter().map(|s| s.targets[0].ops).sum();
+    assert_eq!(in_snaps, sum.ops());
+}
