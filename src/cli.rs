@@ -331,7 +331,7 @@ pub enum Command {
     /// Show what this machine lets stallscope see (tracing, PSI, devices, dirty limits) and why not.
     ///
     /// A table of features (scheduler timing, wake-up chains, throttle
-    /// evidence, page waits, flusher reasons, syscall events, PSI,
+    /// evidence, page waits, flusher reasons, call boundaries, PSI,
     /// per-device dirty limits, cgroup layout, write cap), each yes or no
     /// with what it is or why not, and the fix after an arrow (`run as
     /// root`, `boot with psi=1`, a newer kernel). Tracing needs root; run as

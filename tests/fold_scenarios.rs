@@ -160,6 +160,8 @@ impl RunIn {
             start_ns: self.start_ms * MS,
             dur_ns: self.dur_ms.map(|d| d * MS),
             stack: self.stack,
+            call: None,
+            blocked_ns: None,
         }
     }
 }
@@ -327,6 +329,8 @@ fn run(name: &str) -> Vec<Value> {
                 start_ns: start_ms * MS,
                 dur_ns: None,
                 stack,
+                call: None,
+                blocked_ns: None,
             })),
             Step::Observe(o) => agg.fold(observe(o)),
             Step::Live { at_ms } => {

@@ -51,6 +51,20 @@ fn each_kernel_has_the_events_we_read_under_its_names() {
             f.page_wait
         );
         assert!(f.sched().is_ok(), "{v}: {:?}", f.sched());
+        assert_eq!(f.calls, Ok("sys_enter_fdatasync"), "{v}");
+        let (sys, dirs) = stallscope::source::sched_raw::SysEvent::read_all(&events, &[]);
+        assert_eq!(
+            dirs.len(),
+            4,
+            "{v}: write and fdatasync, entry and exit: {dirs:?}"
+        );
+        let write = sys.values().find(|e| e.enter && e.call.as_str() == "write");
+        let write = write.expect("sys_enter_write");
+        assert_eq!(
+            (write.fd.map(|f| f.offset), write.count.map(|f| f.offset)),
+            (Some(16), Some(32)),
+            "{v}"
+        );
         let page = f.page.as_ref().unwrap();
         assert_eq!((page.data, page.size), (16, 4096), "{v}");
         let missing = f.missing();

@@ -220,6 +220,8 @@ mod tests {
                 start_ns: (start_s * 1e9) as u64,
                 dur_ns: Some((dur_s * 1e9) as u64),
                 stack: None,
+                call: None,
+                blocked_ns: None,
             },
             why: Attribution::high(cause, Evidence::default()),
         }

@@ -229,7 +229,6 @@ mod tests {
             support: support::Facts {
                 kernel: "6.18.0".into(),
                 tracing: Err("not root".into()),
-                syscall_events: false,
                 psi: true,
                 psi_off: false,
                 bdi_bytes: true,

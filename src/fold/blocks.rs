@@ -1,9 +1,14 @@
 //! Exact blocking times from the scheduler's own events: a watched thread
 //! blocks when it is switched out in D (sched_switch) and unblocks when it
-//! is woken (sched_waking), both stamped to the microsecond. Back-to-back
-//! blocks of one thread in one system call (the throttle sleeps of one
-//! write(), the page waits of one fsync) form one run; a run of at least
-//! the threshold is a stall. Pure: the aggregator feeds it trace events.
+//! is woken (sched_waking), both stamped to the microsecond. The blocks of
+//! one system call (the throttle sleeps of one write(), the page waits of
+//! one fsync) form one run. Where the kernel's syscall events give the
+//! call's entry and exit (`enter`, `exit`), the run *is* the call: it
+//! starts at the entry and ends at the exit, however far apart its blocks
+//! are, and two calls are never one run. Elsewhere (a page fault, a call
+//! we do not trace, a kernel without the events) back-to-back blocks less
+//! than `MERGE_GAP_NS` apart in the same call by their stacks are one run.
+//! Pure: the aggregator feeds it trace events.
 
 use crate::model::cause::{read_stack, stack_cause};
 use crate::model::kernel::Comm;
@@ -12,6 +17,15 @@ use std::collections::HashMap;
 /// Blocks closer than this, in the same system call, are one run: the
 /// thread only ran kernel code between them.
 pub const MERGE_GAP_NS: u64 = 1_000_000;
+
+/// A traced system call going on: its entry was seen, its exit not yet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallOpen {
+    pub name: Comm,
+    pub entry_ns: u64,
+    pub fd: Option<i64>,
+    pub bytes: Option<u64>,
+}
 
 /// One block going on.
 #[derive(Clone, Debug)]
@@ -39,6 +53,9 @@ pub struct Run {
     pub stack: Option<String>,
     /// The last waker: the task that ended its last block.
     pub waker: Option<(u32, String)>,
+    /// The system call it is, when its entry was seen: then `start_ns` is
+    /// the entry and `end_ns` (once the call is over) the exit.
+    pub call: Option<CallOpen>,
 }
 
 impl Run {
@@ -49,8 +66,15 @@ impl Run {
     /// Whether a block starting at `start_ns` is close enough to this
     /// run's end to join it (the same call permitting).
     fn reaches(&self, start_ns: u64) -> bool {
-        self.end_ns
-            .is_some_and(|e| start_ns.saturating_sub(e) <= MERGE_GAP_NS)
+        self.call.is_none()
+            && self
+                .end_ns
+                .is_some_and(|e| start_ns.saturating_sub(e) <= MERGE_GAP_NS)
+    }
+
+    /// Whether this run is the call `c`.
+    fn is_call(&self, c: &CallOpen) -> bool {
+        self.call.as_ref().is_some_and(|r| r.entry_ns == c.entry_ns)
     }
 }
 
@@ -64,6 +88,8 @@ pub struct BlockTimer {
     open: HashMap<u32, Open>,
     /// Each thread's latest run, until it can no longer grow.
     runs: HashMap<u32, Run>,
+    /// Traced system calls going on, by thread.
+    calls: HashMap<u32, CallOpen>,
 }
 
 impl BlockTimer {
@@ -122,39 +148,91 @@ impl BlockTimer {
             return (None, 0);
         };
         let dur = t_ns.saturating_sub(o.start_ns);
-        // Stacks come from the sampler, for some blocks only: an unknown
-        // call on either side does not split a run.
-        let same_call = |r: &Run| {
-            let here = o.stack.as_deref().and_then(|s| read_stack(s).syscall);
-            match (r.syscall(), here) {
-                (Some(a), Some(b)) => a == b,
-                _ => true,
+        // In a traced call the block joins the call's run; elsewhere the
+        // thread's last run if close enough and in the same call by the
+        // stacks (which come from the sampler, for some blocks only: an
+        // unknown call on either side does not split a run).
+        let call = self.calls.get(&tid).cloned();
+        let joins = |r: &Run| match &call {
+            Some(c) => r.is_call(c),
+            None => {
+                let here = o.stack.as_deref().and_then(|s| read_stack(s).syscall);
+                let same_call = match (r.syscall(), here) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                };
+                r.reaches(o.start_ns) && same_call
             }
         };
-        if let Some(r) = self.runs.get_mut(&tid) {
-            if r.reaches(o.start_ns) && same_call(r) {
-                r.end_ns = Some(t_ns);
-                r.blocked_ns += dur;
-                r.blocks += 1;
-                if !names_wait(&r.stack) {
-                    r.stack = o.stack.or(r.stack.take());
-                }
-                r.waker = Some(waker);
-                return (None, dur);
+        if let Some(r) = self.runs.get_mut(&tid).filter(|r| joins(r)) {
+            r.end_ns = Some(t_ns);
+            r.blocked_ns += dur;
+            r.blocks += 1;
+            if !names_wait(&r.stack) {
+                r.stack = o.stack.or(r.stack.take());
             }
+            r.waker = Some(waker);
+            return (None, dur);
         }
         let run = Run {
             pid: o.pid,
             tid,
             comm: o.comm.to_string(),
-            start_ns: o.start_ns,
+            // A call's run starts at its entry.
+            start_ns: call
+                .as_ref()
+                .map_or(o.start_ns, |c| c.entry_ns.min(o.start_ns)),
             end_ns: Some(t_ns),
             blocked_ns: dur,
             blocks: 1,
             stack: o.stack,
             waker: Some(waker),
+            call,
         };
         (self.runs.insert(tid, run), dur)
+    }
+
+    /// The thread entered a traced system call. Returns its previous run,
+    /// which can no longer grow.
+    pub fn enter(&mut self, tid: u32, call: CallOpen) -> Option<Run> {
+        self.calls.insert(tid, call);
+        if self.open.contains_key(&tid) {
+            return None; // events out of order: keep the block's run
+        }
+        self.runs.remove(&tid).filter(|r| r.end_ns.is_some())
+    }
+
+    /// The thread left its traced system call at `t_ns`: the call's run,
+    /// if it blocked, ends here.
+    pub fn exit(&mut self, tid: u32, t_ns: u64) -> Option<Run> {
+        let c = self.calls.remove(&tid)?;
+        if !self.runs.get(&tid).is_some_and(|r| r.is_call(&c)) {
+            return None;
+        }
+        let mut r = self.runs.remove(&tid)?;
+        r.end_ns = Some(t_ns.max(r.end_ns.unwrap_or(0)));
+        Some(r)
+    }
+
+    /// Whether the thread is in a traced system call.
+    pub fn in_call(&self, tid: u32) -> bool {
+        self.calls.contains_key(&tid)
+    }
+
+    /// Where the run that a block starting at `o.start_ns` joins starts,
+    /// and whether that run's stack already names its wait.
+    fn run_start(&self, tid: u32, o: &Open) -> (u64, bool) {
+        let run = self.runs.get(&tid);
+        if let Some(c) = self.calls.get(&tid) {
+            return match run.filter(|r| r.is_call(c)) {
+                Some(r) => (r.start_ns, names_wait(&r.stack)),
+                None => (c.entry_ns.min(o.start_ns), false),
+            };
+        }
+        match run.filter(|r| r.reaches(o.start_ns)) {
+            Some(r) => (r.start_ns, names_wait(&r.stack)),
+            None => (o.start_ns, false),
+        }
     }
 
     /// Threads whose block has lasted, with the run it extends, at least
@@ -167,19 +245,8 @@ impl BlockTimer {
             .open
             .iter()
             .filter(|(tid, o)| {
-                if names_wait(&o.stack) {
-                    return false;
-                }
-                let start = match self.runs.get(tid) {
-                    Some(r) if r.reaches(o.start_ns) => {
-                        if names_wait(&r.stack) {
-                            return false;
-                        }
-                        r.start_ns
-                    }
-                    _ => o.start_ns,
-                };
-                now_ns.saturating_sub(start) >= min_ns
+                let (start, named) = self.run_start(**tid, o);
+                !names_wait(&o.stack) && !named && now_ns.saturating_sub(start) >= min_ns
             })
             .map(|(tid, _)| *tid)
             .collect();
@@ -205,6 +272,7 @@ impl BlockTimer {
             .iter()
             .filter(|(tid, r)| {
                 !self.open.contains_key(tid)
+                    && !self.calls.get(tid).is_some_and(|c| r.is_call(c))
                     && r.end_ns
                         .is_some_and(|e| now_ns.saturating_sub(e) > MERGE_GAP_NS)
             })
@@ -220,24 +288,30 @@ impl BlockTimer {
     pub fn ongoing(&self) -> Vec<Run> {
         let mut out: Vec<Run> = Vec::new();
         for (tid, o) in &self.open {
-            match self.runs.get(tid) {
-                Some(r) if r.reaches(o.start_ns) => {
+            let call = self.calls.get(tid);
+            let joins = |r: &&Run| match call {
+                Some(c) => r.is_call(c),
+                None => r.reaches(o.start_ns),
+            };
+            match self.runs.get(tid).filter(joins) {
+                Some(r) => {
                     out.push(Run {
                         end_ns: None,
                         stack: r.stack.clone().or_else(|| o.stack.clone()),
                         ..r.clone()
                     });
                 }
-                _ => out.push(Run {
+                None => out.push(Run {
                     pid: o.pid,
                     tid: *tid,
                     comm: o.comm.to_string(),
-                    start_ns: o.start_ns,
+                    start_ns: self.run_start(*tid, o).0,
                     end_ns: None,
                     blocked_ns: 0,
                     blocks: 1,
                     stack: o.stack.clone(),
                     waker: None,
+                    call: call.cloned(),
                 }),
             }
         }
@@ -248,6 +322,7 @@ impl BlockTimer {
     /// Forgets a thread (its process is gone).
     pub fn forget(&mut self, tid: u32) {
         self.open.remove(&tid);
+        self.calls.remove(&tid);
         self.runs.remove(&tid);
     }
 
@@ -315,6 +390,91 @@ mod tests {
         b.block(1, 7, 85 * MS, "postgres");
         b.stack(7, WRITE.into());
         assert!(b.wake(7, 90 * MS, w()).0.is_some());
+    }
+
+    fn call(name: &str, entry_ns: u64) -> CallOpen {
+        CallOpen {
+            name: Comm::new(name),
+            entry_ns,
+            fd: Some(3),
+            bytes: None,
+        }
+    }
+
+    #[test]
+    fn two_syncs_back_to_back_are_two_runs_each_from_entry_to_exit() {
+        let mut b = BlockTimer::default();
+        let mut done = Vec::new();
+        // fdatasync; fdatasync: 20 µs apart, each with two page waits.
+        for (entry, exit) in [(0, 100 * MS), (100 * MS + 20_000, 250 * MS)] {
+            assert!(b.enter(7, call("fdatasync", entry)).is_none());
+            b.block(1, 7, entry + 10_000, "postgres");
+            b.wake(7, entry + 40 * MS, w());
+            b.block(1, 7, entry + 40 * MS + 5_000, "postgres");
+            assert!(b.wake(7, exit - 30_000, w()).0.is_none());
+            assert!(b.finished(exit).is_empty(), "in its call: may still grow");
+            done.extend(b.exit(7, exit));
+        }
+        assert_eq!(done.len(), 2);
+        assert_eq!(
+            (done[0].start_ns, done[0].end_ns, done[0].blocks),
+            (0, Some(100 * MS), 2)
+        );
+        assert_eq!(done[0].blocked_ns, 100 * MS - 30_000 - 10_000 - 5_000);
+        assert_eq!(
+            (done[1].start_ns, done[1].end_ns),
+            (100 * MS + 20_000, Some(250 * MS))
+        );
+        assert_eq!(
+            done[1].call.as_ref().map(|c| c.name.as_str()),
+            Some("fdatasync")
+        );
+    }
+
+    #[test]
+    fn a_throttled_write_with_long_gaps_is_one_run_and_blocks_outside_calls_keep_the_gap_rule() {
+        let mut b = BlockTimer::default();
+        b.enter(7, call("write", 0));
+        // Three throttle pauses 5 ms apart (the CPU was busy between).
+        for k in 0..3 {
+            b.block(1, 7, k * 50 * MS, "logger");
+            b.stack(7, WRITE.into());
+            assert!(b.wake(7, k * 50 * MS + 45 * MS, w()).0.is_none());
+        }
+        let on = b.ongoing();
+        assert!(on.is_empty(), "running between blocks: nothing ongoing");
+        let r = b.exit(7, 160 * MS).expect("the write blocked");
+        assert_eq!((r.start_ns, r.end_ns, r.blocks), (0, Some(160 * MS), 3));
+        assert_eq!(r.blocked_ns, 135 * MS);
+        // A page fault 0.2 ms after the call: not part of it.
+        b.block(1, 7, 160 * MS + 200_000, "logger");
+        assert!(b.wake(7, 170 * MS, w()).0.is_none());
+        b.block(1, 7, 170 * MS + 300_000, "logger");
+        b.wake(7, 180 * MS, w());
+        let f = b.finished(200 * MS);
+        assert_eq!(f.len(), 1, "the fault's two blocks, merged by the gap rule");
+        assert!(f[0].call.is_none());
+        assert_eq!(f[0].start_ns, 160 * MS + 200_000);
+    }
+
+    #[test]
+    fn a_call_blocked_now_starts_at_its_entry_and_a_call_that_never_blocked_is_nothing() {
+        let mut b = BlockTimer::default();
+        b.enter(7, call("fsync", 5 * MS));
+        assert!(b.exit(7, 6 * MS).is_none(), "never blocked");
+        b.enter(7, call("fsync", 10 * MS));
+        b.block(1, 7, 12 * MS, "postgres");
+        let on = b.ongoing();
+        assert_eq!((on[0].start_ns, on[0].end_ns), (10 * MS, None));
+        assert_eq!(
+            b.wanting_stack(12 * MS, 2 * MS),
+            vec![7],
+            "aged from the entry"
+        );
+        // A new entry (its exit was lost) ends the old call's run.
+        b.wake(7, 20 * MS, w());
+        let prev = b.enter(7, call("write", 30 * MS)).expect("the fsync's run");
+        assert_eq!(prev.start_ns, 10 * MS);
     }
 
     #[test]

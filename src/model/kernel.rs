@@ -245,6 +245,18 @@ pub enum TraceKind {
         #[serde(default)]
         irq: bool,
     },
+    /// syscalls:sys_enter_<call>: the thread entered a system call on the
+    /// write path (fdatasync, write, ...); its fd argument and the bytes it
+    /// asks, for calls that take them.
+    SysEnter {
+        call: Comm,
+        #[serde(default)]
+        fd: Option<i64>,
+        #[serde(default)]
+        bytes: Option<u64>,
+    },
+    /// syscalls:sys_exit_<call>: it left the call, returning `ret`.
+    SysExit { call: Comm, ret: i64 },
 }
 
 #[cfg(test)]

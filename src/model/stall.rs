@@ -65,6 +65,40 @@ pub struct Blocked {
     /// Where the thread sat in the kernel while blocked (root: its kernel
     /// stack, else wchan), innermost first; the most telling one seen.
     pub stack: Option<String>,
+    /// An observed thread's stall timed by its system call's entry and
+    /// exit (root, a kernel with syscall events): which call it was.
+    #[serde(default)]
+    pub call: Option<Call>,
+    /// Time blocked (in D) within it, ns, when the scheduler's events
+    /// timed it: less than its duration by the running between blocks.
+    #[serde(default)]
+    pub blocked_ns: Option<u64>,
+}
+
+/// The system call a stall was, from its entry and exit events.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// Its name as the kernel's events name it (`fdatasync`, `pwrite64`).
+    pub name: String,
+    /// Its file descriptor argument, for calls that take one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd: Option<i64>,
+    /// Bytes asked, for the write family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The fd's path, read from /proc while the call was blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+/// How a stall's start and end were found (printed as `bounds`).
+pub fn bounds_of(b: &Blocked) -> &'static str {
+    match (&b.who, b.op, &b.call) {
+        (Who::Writer { .. }, _, _) => "op",
+        (_, OpKind::Wait, _) => "sleep",
+        (_, _, Some(_)) => "syscall",
+        _ => "gap",
+    }
 }
 
 impl Blocked {
@@ -77,6 +111,8 @@ impl Blocked {
             start_ns,
             dur_ns: Some(dur_ns),
             stack: None,
+            call: None,
+            blocked_ns: None,
         }
     }
     /// A finished block of an observed process's thread.
@@ -93,6 +129,8 @@ impl Blocked {
             start_ns,
             dur_ns: Some(dur_ns),
             stack: None,
+            call: None,
+            blocked_ns: None,
         }
     }
     /// Its duration, or for one still going its age at `now_ns`.

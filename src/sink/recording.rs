@@ -436,6 +436,12 @@ impl Recorder {
             None => json!({"index": s.index, "start_ns": e.start_ns, "dur_ns": e.dur()}),
         };
         merge(&mut v, at);
+        if let Some(c) = &e.call {
+            merge(&mut v, json!({ "call": c }));
+        }
+        if let Some(b) = e.blocked_ns {
+            merge(&mut v, json!({ "blocked_ns": b }));
+        }
         self.line(&v)
     }
 }
@@ -514,6 +520,10 @@ struct StallIn {
     shares: Vec<Share>,
     #[serde(default)]
     via: Vec<Hop>,
+    #[serde(default)]
+    call: Option<crate::model::stall::Call>,
+    #[serde(default)]
+    blocked_ns: Option<u64>,
 }
 
 impl StallIn {
@@ -539,6 +549,8 @@ impl StallIn {
                 start_ns: self.start_ns,
                 dur_ns: Some(self.dur_ns),
                 stack: self.evidence.kernel_stack.clone(),
+                call: self.call,
+                blocked_ns: self.blocked_ns,
             },
             why: Attribution {
                 cause: self.cause,

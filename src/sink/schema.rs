@@ -81,6 +81,22 @@ pub struct StallLine<'a> {
     pub ty: &'static str,
     pub t_s: f64,
     pub duration_ms: f64,
+    /// How its start and end were found: `syscall` (an observed call's
+    /// entry and exit), `gap` (blocks less than 1 ms apart), `sleep` (a
+    /// sleep a wake-up chain explains), `op` (our writer's op).
+    pub bounds: &'static str,
+    /// Time blocked within it, where the scheduler's events timed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_ms: Option<f64>,
+    /// The system call it was (`bounds: syscall`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<&'a str>,
+    /// The file the call was on, from its fd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<&'a str>,
+    /// Bytes the call asked to write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
     #[serde(flatten)]
     pub who: WhoLine<'a>,
     pub op: OpKind,
@@ -288,6 +304,11 @@ pub fn stall_line<'a>(
         ty: "stall",
         t_s: round(e.start_ns as f64 / 1e9, 3),
         duration_ms: round(e.dur() as f64 / 1e6, 3),
+        bounds: crate::model::stall::bounds_of(e),
+        blocked_ms: e.blocked_ns.map(|b| round(b as f64 / 1e6, 3)),
+        syscall: e.call.as_ref().map(|c| c.name.as_str()),
+        file: e.call.as_ref().and_then(|c| c.file.as_deref()),
+        bytes: e.call.as_ref().and_then(|c| c.bytes),
         who,
         op: e.op,
         place: place.map(|(meta, mode)| PlaceLine {

@@ -244,6 +244,8 @@ impl Run {
             start_ns: self.start_ns,
             dur_ns,
             stack: self.stack,
+            call: None,
+            blocked_ns: None,
         }
     }
 }

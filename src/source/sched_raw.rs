@@ -11,6 +11,11 @@
 //! under writeback a thousand times a second, and as text those waits cost
 //! stallscope more than all its scheduler events.
 //!
+//! And the entry and exit of the watched threads' write-path system calls
+//! (`syscalls:sys_enter_<call>`, `sys_exit_<call>`, one event per call so
+//! that the kernel tests a bit, not a filter, for every other call), which
+//! bound an observed thread's stall to one call.
+//!
 //! Page layout (`events/header_page`, read by [`PageLayout`]): u64
 //! timestamp, then commit (bytes of data, 8 bytes on 64-bit kernels; bit
 //! 31 = events were lost before it, bit 30 = their count is stored after
@@ -20,7 +25,98 @@
 //! instance was given: header_page says which.
 
 use crate::model::kernel::{Comm, TraceEvent, TraceKind};
+use std::collections::HashMap;
 use std::path::Path;
+
+/// The system calls a write can block in for writeback or the journal:
+/// their entry and exit bound an observed thread's stall. `close` and the
+/// renames are here for ext4's auto_da_alloc (a close or rename after a
+/// truncate flushes the file). Those this kernel has events for are used.
+pub const WRITE_PATH_CALLS: [&str; 19] = [
+    "write",
+    "pwrite64",
+    "writev",
+    "pwritev",
+    "pwritev2",
+    "fsync",
+    "fdatasync",
+    "msync",
+    "sync_file_range",
+    "syncfs",
+    "sync",
+    "fallocate",
+    "ftruncate",
+    "io_submit",
+    "io_uring_enter",
+    "close",
+    "rename",
+    "renameat",
+    "renameat2",
+];
+
+/// One syscall event's record: which call, entry or exit, and where its
+/// fd, byte count (the write family's `count`) and return value are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SysEvent {
+    pub call: Comm,
+    pub enter: bool,
+    pub fd: Option<Field>,
+    pub count: Option<Field>,
+    pub ret: Option<Field>,
+}
+
+impl SysEvent {
+    /// From the text of `syscalls/sys_{enter,exit}_<call>/format`.
+    pub fn parse(text: &str, call: &str, enter: bool) -> Option<(u16, SysEvent)> {
+        let (id, fs) = parse_format(text)?;
+        let get = |name: &str| fs.iter().find(|(n, _)| n == name).map(|(_, f)| *f);
+        Some((
+            id,
+            SysEvent {
+                call: Comm::new(call),
+                enter,
+                fd: get("fd").filter(|_| enter),
+                count: get("count").filter(|_| enter),
+                ret: get("ret").filter(|_| !enter),
+            },
+        ))
+    }
+
+    /// The events of `WRITE_PATH_CALLS` under `events` (tracefs's or an
+    /// instance's `events/`), by id, with the names of the event
+    /// directories (`syscalls/sys_enter_write`); calls without both events
+    /// (or named in `hidden` as `syscalls:sys_enter_<call>`) are left out.
+    pub fn read_all(events: &Path, hidden: &[String]) -> (HashMap<u16, SysEvent>, Vec<String>) {
+        let mut by_id = HashMap::new();
+        let mut dirs = Vec::new();
+        for call in WRITE_PATH_CALLS {
+            let pair: Option<Vec<(u16, SysEvent)>> = [true, false]
+                .into_iter()
+                .map(|enter| {
+                    let name = format!("sys_{}_{call}", if enter { "enter" } else { "exit" });
+                    if hidden.contains(&format!("syscalls:{name}")) {
+                        return None;
+                    }
+                    let text =
+                        std::fs::read_to_string(events.join("syscalls").join(&name).join("format"))
+                            .ok()?;
+                    SysEvent::parse(&text, call, enter)
+                })
+                .collect();
+            if let Some(pair) = pair {
+                for (id, ev) in pair {
+                    let dir = format!(
+                        "syscalls/sys_{}_{call}",
+                        if ev.enter { "enter" } else { "exit" }
+                    );
+                    dirs.push(dir);
+                    by_id.insert(id, ev);
+                }
+            }
+        }
+        (by_id, dirs)
+    }
+}
 
 /// `type_len` values with a meaning of their own.
 const TYPE_PADDING: u32 = 29;
@@ -89,6 +185,8 @@ pub struct SchedFormat {
     pub wait: Option<WaitFormat>,
     /// How prev_state says S and D on this kernel.
     pub states: StateBits,
+    /// The write-path system calls' entry and exit events, by id.
+    pub sys: HashMap<u16, SysEvent>,
 }
 
 /// prev_state's bits for a sleep in S and in D. Kernels record S as 0x1
@@ -182,6 +280,7 @@ impl SchedFormat {
             woken_pid: get(&wk, "pid")?,
             wait: None,
             states: StateBits::default(),
+            sys: HashMap::new(),
         })
     }
 
@@ -360,6 +459,26 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
                 waker_comm: String::new(),
                 irq: flags as u8 & FLAG_HARDIRQ != 0,
             },
+        });
+    } else if let Some(s) = u16::try_from(ty).ok().and_then(|t| fmt.sys.get(&t)) {
+        let kind = if s.enter {
+            TraceKind::SysEnter {
+                call: s.call,
+                // An fd is an int in an unsigned long: its low half.
+                fd: s.fd.and_then(field).map(|v| i64::from(v as u32 as i32)),
+                bytes: s.count.and_then(field),
+            }
+        } else {
+            TraceKind::SysExit {
+                call: s.call,
+                ret: s.ret.and_then(field).map_or(0, |v| v as i64),
+            }
+        };
+        let Some(pid) = le(rec, 4, 4) else { return };
+        out.push(TraceEvent {
+            t_mono_ns: ts,
+            tid: pid as u32,
+            kind,
         });
     } else if let Some(w) = fmt.wait.as_ref().filter(|w| ty == u64::from(w.id)) {
         let (Some(pid), Some(ino), Some(index)) = (le(rec, 4, 4), field(w.ino), field(w.index))
@@ -594,6 +713,65 @@ mod tests {
                     }
                 ),
                 (301_000_522, 44, wake(43, false)),
+            ]
+        );
+    }
+
+    const SYS_ENTER_WRITE: &str = format_file!(
+        "sys_enter_write",
+        "840",
+        "\
+\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:unsigned int fd;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:const char * buf;\toffset:24;\tsize:8;\tsigned:0;\n\
+\tfield:size_t count;\toffset:32;\tsize:8;\tsigned:0;\n"
+    );
+    const SYS_EXIT_WRITE: &str = format_file!(
+        "sys_exit_write",
+        "839",
+        "\
+\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n"
+    );
+
+    #[test]
+    fn a_write_s_entry_and_exit_decode_with_fd_bytes_and_return() {
+        let mut f = fmt();
+        for (text, enter) in [(SYS_ENTER_WRITE, true), (SYS_EXIT_WRITE, false)] {
+            let (id, ev) = SysEvent::parse(text, "write", enter).unwrap();
+            f.sys.insert(id, ev);
+        }
+        let mut enter = vec![0u8; 40];
+        enter[..2].copy_from_slice(&840u16.to_le_bytes());
+        enter[4..8].copy_from_slice(&77u32.to_le_bytes());
+        enter[8..12].copy_from_slice(&1i32.to_le_bytes());
+        enter[16..24].copy_from_slice(&5u64.to_le_bytes());
+        enter[32..40].copy_from_slice(&(4u64 << 20).to_le_bytes());
+        let mut exit = vec![0u8; 24];
+        exit[..2].copy_from_slice(&839u16.to_le_bytes());
+        exit[4..8].copy_from_slice(&77u32.to_le_bytes());
+        exit[16..24].copy_from_slice(&(-28i64).to_le_bytes());
+        let p = page(1_000, &[(10, enter), (2_000, exit)], 0);
+        let mut out = Vec::new();
+        parse_page(&p, &PageLayout::default(), &f, &mut out);
+        let got: Vec<(u64, u32, TraceKind)> = out
+            .into_iter()
+            .map(|e| (e.t_mono_ns, e.tid, e.kind))
+            .collect();
+        let call = Comm::new("write");
+        assert_eq!(
+            got,
+            [
+                (
+                    1_010,
+                    77,
+                    TraceKind::SysEnter {
+                        call,
+                        fd: Some(5),
+                        bytes: Some(4 << 20)
+                    }
+                ),
+                (3_010, 77, TraceKind::SysExit { call, ret: -28 }),
             ]
         );
     }

@@ -30,8 +30,6 @@ pub struct Facts {
     pub kernel: String,
     /// This kernel's events, or why tracing is off ("not root", …).
     pub tracing: Result<TraceFeatures, String>,
-    /// raw_syscalls:sys_enter and sys_exit are there.
-    pub syscall_events: bool,
     /// /proc/pressure/io reads.
     pub psi: bool,
     /// /proc/pressure/io exists but reads EOPNOTSUPP (PSI built, off).
@@ -64,7 +62,6 @@ pub fn gather(
         .is_some_and(|e| e.path().join("max_bytes").exists());
     Facts {
         kernel,
-        syscall_events: tracing.as_ref().is_ok_and(|f| f.syscalls),
         tracing,
         psi: psi.is_ok(),
         psi_off,
@@ -127,17 +124,6 @@ impl Facts {
     /// The features, worded.
     pub fn support(&self) -> Support {
         let mut rows = self.trace_rows();
-        rows.push(row(
-            "syscall events",
-            self.syscall_events,
-            if self.syscall_events {
-                "raw_syscalls:sys_enter/sys_exit".into()
-            } else {
-                "raw_syscalls events not found".into()
-            },
-            (!self.syscall_events)
-                .then(|| trace_fix(self.tracing.as_ref().err().map_or("", |w| w))),
-        ));
         rows.push(self.psi_row());
         rows.push(row(
             "per-device dirty limits",
@@ -180,6 +166,7 @@ impl Facts {
                     off("throttle evidence"),
                     off("page waits"),
                     off("flusher reasons"),
+                    off("call boundaries"),
                 ];
             }
         };
@@ -205,6 +192,20 @@ impl Facts {
             ),
             event("page waits", &f.page_wait, "writeback:folio_wait_writeback"),
             event("flusher reasons", &f.flusher, "writeback:writeback_start"),
+            match &f.calls {
+                Ok(_) => row(
+                    "call boundaries",
+                    true,
+                    "syscalls:sys_enter_*/sys_exit_* (a stall is one system call)".into(),
+                    None,
+                ),
+                Err(why) => row(
+                    "call boundaries",
+                    false,
+                    format!("syscalls:sys_enter_fdatasync: {why}; stalls are blocks < 1 ms apart"),
+                    Some(trace_fix(why)),
+                ),
+            },
         ]
     }
 
@@ -272,7 +273,6 @@ mod tests {
         Facts {
             kernel: "4.18.0".into(),
             tracing,
-            syscall_events: false,
             psi: false,
             psi_off: true,
             bdi_bytes: false,

@@ -72,6 +72,8 @@ impl Watchdog {
                             start_ns: start,
                             dur_ns: None,
                             stack: kernel_stack(s.inflight.tid()),
+                            call: None,
+                            blocked_ns: None,
                         }));
                     }
                 }

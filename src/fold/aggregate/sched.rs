@@ -3,13 +3,13 @@
 //! chains (`fold::chains`), and the runs that become stalls.
 
 use super::{Aggregator, Owner, MAX_WAKERS, WAKER_PID};
-use crate::fold::blocks::Run;
+use crate::fold::blocks::{CallOpen, Run};
 use crate::fold::chains::{ChainStall, Chains, Span};
 use crate::model::cause::Attribution;
 use crate::model::kernel::TraceKind;
 use crate::model::observed::BlockTiming;
 use crate::model::ops::OpKind;
-use crate::model::stall::{Blocked, Stall, Who};
+use crate::model::stall::{Blocked, Call, Stall, Who};
 
 impl Aggregator {
     /// Observed threads' blocks come from the scheduler's events from now
@@ -67,7 +67,10 @@ impl Aggregator {
         let Some(pid) = self.process_of(tid) else {
             return matches!(
                 kind,
-                TraceKind::SchedBlock { .. } | TraceKind::SchedWake { .. }
+                TraceKind::SchedBlock { .. }
+                    | TraceKind::SchedWake { .. }
+                    | TraceKind::SysEnter { .. }
+                    | TraceKind::SysExit { .. }
             );
         };
         match kind {
@@ -102,6 +105,22 @@ impl Aggregator {
                         .blocked_ns += dur;
                 }
                 if let Some(run) = ended {
+                    self.run_done(run);
+                }
+            }
+            TraceKind::SysEnter { call, fd, bytes } => {
+                let c = CallOpen {
+                    name: *call,
+                    entry_ns: t_ns,
+                    fd: *fd,
+                    bytes: *bytes,
+                };
+                if let Some(run) = self.blocks.enter(tid, c) {
+                    self.run_done(run);
+                }
+            }
+            TraceKind::SysExit { .. } => {
+                if let Some(run) = self.blocks.exit(tid, t_ns) {
                     self.run_done(run);
                 }
             }
@@ -170,6 +189,8 @@ impl Aggregator {
                 start_ns: c.start_ns,
                 dur_ns: Some(c.end_ns - c.start_ns),
                 stack: None,
+                call: None,
+                blocked_ns: None,
             },
             why: Attribution {
                 cause: c.cause,
@@ -233,7 +254,14 @@ impl Aggregator {
             return;
         }
         let dur = end.saturating_sub(run.start_ns);
-        if dur < threshold {
+        // A call is a stall by the time it was blocked (its running
+        // between blocks is not a stall); a run of blocks by its length.
+        let long = if run.call.is_some() {
+            run.blocked_ns
+        } else {
+            dur
+        };
+        if long < threshold {
             return;
         }
         let b = self.run_blocked(run, Some(dur));
@@ -258,6 +286,13 @@ impl Aggregator {
             start_ns: run.start_ns,
             dur_ns,
             stack: run.stack,
+            blocked_ns: Some(run.blocked_ns),
+            call: run.call.map(|c| Call {
+                name: c.name.to_string(),
+                fd: c.fd,
+                bytes: c.bytes,
+                file: None,
+            }),
         }
     }
 

@@ -41,6 +41,8 @@ fn a_writer_that_dies_mid_op_leaves_no_stall_in_progress() {
             start_ns: S / 2,
             dur_ns: None,
             stack: None,
+            call: None,
+            blocked_ns: None,
         }));
     }
     assert_eq!(a.live(S).stalls.len(), 2);
@@ -114,6 +116,8 @@ fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
         start_ns: S / 4,
         dur_ns: Some(300_000_000),
         stack: Some("io_schedule_timeout < balance_dirty_pages".into()),
+        call: None,
+        blocked_ns: None,
     };
     // While it lasts, the banner shows it with its cause so far.
     let mut so_far = run.clone();
@@ -211,6 +215,8 @@ fn stall_in_progress_until_it_finishes() {
         start_ns: S / 2,
         dur_ns: None,
         stack: None,
+        call: None,
+        blocked_ns: None,
     }));
     let s = a.tick(S + GRACE_NS);
     assert_eq!(s[0].in_progress.len(), 1);

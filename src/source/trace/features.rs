@@ -75,6 +75,17 @@ pub const WAKING: EventSpec = EventSpec {
     history: "since 4.3",
 };
 
+/// The write-path system calls' entry and exit (the others are looked up
+/// when the scheduler's events start: `sched_raw::SysEvent::read_all`);
+/// fdatasync stands for them all here.
+pub const CALLS: EventSpec = EventSpec {
+    system: "syscalls",
+    names: &["sys_enter_fdatasync"],
+    fields: &["fd"],
+    gives: "call boundaries",
+    history: "CONFIG_FTRACE_SYSCALLS, on in Debian, Ubuntu and RHEL kernels",
+};
+
 /// Found under this name, or why not.
 pub type Check = Result<&'static str, String>;
 
@@ -89,8 +100,8 @@ pub struct TraceFeatures {
     /// The ring buffer's page (`events/header_page`): raw pages are read
     /// whole, in the kernel's page size.
     pub page: Result<PageLayout, String>,
-    /// raw_syscalls:sys_enter and sys_exit are there.
-    pub syscalls: bool,
+    /// The write-path system calls' entry and exit events.
+    pub calls: Check,
 }
 
 impl TraceFeatures {
@@ -105,9 +116,7 @@ impl TraceFeatures {
             switch: check(&SWITCH),
             waking: check(&WAKING),
             page: read_header_page(events),
-            syscalls: ["sys_enter", "sys_exit"]
-                .iter()
-                .all(|e| events.join("raw_syscalls").join(e).is_dir()),
+            calls: check(&CALLS),
         }
     }
 
@@ -144,13 +153,14 @@ impl TraceFeatures {
     }
 
     /// Each event with its check, in a fixed order.
-    pub fn checks(&self) -> [(&'static EventSpec, &Check); 5] {
+    pub fn checks(&self) -> [(&'static EventSpec, &Check); 6] {
         [
             (&THROTTLE, &self.throttle),
             (&PAGE_WAIT, &self.page_wait),
             (&FLUSHER, &self.flusher),
             (&SWITCH, &self.switch),
             (&WAKING, &self.waking),
+            (&CALLS, &self.calls),
         ]
     }
 }

@@ -19,7 +19,7 @@ pub use text::{parse_line, parse_lost};
 
 use crate::model::kernel::TraceEvent;
 use crate::model::kernel::TraceKind;
-use crate::source::sched_raw::{parse_page, PageLayout, SchedFormat, StateBits};
+use crate::source::sched_raw::{parse_page, PageLayout, SchedFormat, StateBits, SysEvent};
 use instance::{
     instance_name, is_tracefs, mount_marker, mount_tracefs, other_live_instances, umount,
     write_file,
@@ -93,6 +93,9 @@ struct RawSched {
     page: Vec<u8>,
     /// The page wait recorded here, `writeback/<its name>`, if any.
     wait_event: Option<String>,
+    /// The write-path calls' entry and exit events recorded here
+    /// (`syscalls/sys_enter_write`, …): none when this kernel lacks them.
+    sys_events: Vec<String>,
 }
 
 impl TraceSession {
@@ -334,6 +337,7 @@ impl TraceSession {
             layout: PageLayout::default(),
             page: Vec::new(),
             wait_event: None,
+            sys_events: Vec::new(),
         };
         let wait = self.features.page_wait.as_ref().ok().copied();
         let setup = |raw: &mut RawSched| -> Result<(), String> {
@@ -345,6 +349,11 @@ impl TraceSession {
             )?;
             let events = raw.instance.join("events");
             raw.fmt = SchedFormat::read(&events, wait)?;
+            if self.features.calls.is_ok() {
+                let (sys, dirs) = SysEvent::read_all(&events, &features::hidden_from_env());
+                raw.fmt.sys = sys;
+                raw.sys_events = dirs;
+            }
             raw.wait_event = raw
                 .fmt
                 .wait
@@ -388,6 +397,11 @@ impl TraceSession {
         };
         let (prev, woken) = (or("prev_pid"), or("pid"));
         let wait_event = self.raw.as_ref().and_then(|r| r.wait_event.clone());
+        let sys_events = self
+            .raw
+            .as_ref()
+            .map(|r| r.sys_events.clone())
+            .unwrap_or_default();
         if prev.len() + 20 >= MAX_FILTER_BYTES {
             return Err(format!(
                 "{} threads are too many for a scheduler filter: blocking times stay sampled",
@@ -410,6 +424,9 @@ impl TraceSession {
             if let Some(w) = &wait_event {
                 write_file(at, &format!("events/{w}/enable"), "0")?;
             }
+            for e in &sys_events {
+                write_file(at, &format!("events/{e}/enable"), "0")?;
+            }
             self.raw_waits = false;
             return Ok(());
         }
@@ -427,6 +444,11 @@ impl TraceSession {
         // Page waits in the waiter's context: the pid list is their filter.
         if let Some(w) = &wait_event {
             write_file(at, &format!("events/{w}/enable"), "1")?;
+        }
+        // System calls in the caller's context too: entry and exit of
+        // the listed threads' write-path calls.
+        for e in &sys_events {
+            write_file(at, &format!("events/{e}/enable"), "1")?;
         }
         self.raw_waits = wait_event.is_some();
         Ok(())
@@ -578,6 +600,9 @@ impl RawSched {
         }
         if let Some(w) = &self.wait_event {
             let _ = write_file(&self.instance, &format!("events/{w}/enable"), "0");
+        }
+        for e in &self.sys_events {
+            let _ = write_file(&self.instance, &format!("events/{e}/enable"), "0");
         }
         if let Err(e) = fs::remove_dir(&self.instance) {
             crate::base::error::note!(

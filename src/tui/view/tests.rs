@@ -646,6 +646,8 @@ fn chained_wait() -> Stall {
             start_ns: 5_000_000_000,
             dur_ns: Some(2_340_000_000),
             stack: None,
+            call: None,
+            blocked_ns: None,
         },
         why,
     }
