@@ -25,6 +25,8 @@ pub struct CallOpen {
     pub entry_ns: u64,
     pub fd: Option<i64>,
     pub bytes: Option<u64>,
+    /// The fd's path, once looked up (`Some("")`: looked, not found).
+    pub file: Option<String>,
 }
 
 /// One block going on.
@@ -214,6 +216,38 @@ impl BlockTimer {
         Some(r)
     }
 
+    /// Threads in a traced call that blocked (or is blocked now) whose
+    /// fd's file has not been looked up: (tid, fd). Looked up while the
+    /// call lasts, the fd still names the file the call is on.
+    pub fn calls_wanting_file(&self) -> Vec<(u32, i64)> {
+        let mut v: Vec<(u32, i64)> = self
+            .calls
+            .iter()
+            .filter(|(tid, c)| {
+                c.file.is_none()
+                    && (self.open.contains_key(tid)
+                        || self.runs.get(tid).is_some_and(|r| r.is_call(c)))
+            })
+            .filter_map(|(tid, c)| Some((*tid, c.fd.filter(|fd| *fd >= 0)?)))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The file of `tid`'s call (empty: it could not be read).
+    pub fn call_file(&mut self, tid: u32, file: String) {
+        let Some(c) = self.calls.get_mut(&tid) else {
+            return;
+        };
+        c.file = Some(file.clone());
+        let entry = c.entry_ns;
+        if let Some(rc) = self.runs.get_mut(&tid).and_then(|r| r.call.as_mut()) {
+            if rc.entry_ns == entry {
+                rc.file = Some(file);
+            }
+        }
+    }
+
     /// Whether the thread is in a traced system call.
     pub fn in_call(&self, tid: u32) -> bool {
         self.calls.contains_key(&tid)
@@ -398,6 +432,7 @@ mod tests {
             entry_ns,
             fd: Some(3),
             bytes: None,
+            file: None,
         }
     }
 
@@ -471,10 +506,17 @@ mod tests {
             vec![7],
             "aged from the entry"
         );
+        assert_eq!(b.calls_wanting_file(), vec![(7, 3)]);
+        b.call_file(7, "/var/lib/pg/pg_wal/0001".into());
+        assert!(b.calls_wanting_file().is_empty(), "looked up once");
         // A new entry (its exit was lost) ends the old call's run.
         b.wake(7, 20 * MS, w());
         let prev = b.enter(7, call("write", 30 * MS)).expect("the fsync's run");
         assert_eq!(prev.start_ns, 10 * MS);
+        assert_eq!(
+            prev.call.and_then(|c| c.file).as_deref(),
+            Some("/var/lib/pg/pg_wal/0001")
+        );
     }
 
     #[test]

@@ -871,6 +871,11 @@ impl Session {
                 self.agg.block_stack(tid, st);
             }
         }
+        for (tid, fd) in self.agg.calls_wanting_file() {
+            let link = std::fs::read_link(format!("/proc/{tid}/fd/{fd}"));
+            let file = link.map_or_else(|_| String::new(), |p| p.display().to_string());
+            self.agg.call_file(tid, file);
+        }
     }
 
     fn drain_trace(&mut self) {

@@ -311,9 +311,17 @@ impl<W: Write> Printer<W> {
                 thread_comm,
             } => (
                 format!("{pid} {comm}").chars().take(18).collect(),
-                match st.why.chain_brief() {
-                    Some(chain) => format!("thread {tid} ({thread_comm}) waited (S) {chain}"),
-                    None => format!("thread {tid} ({thread_comm}) blocked (D)"),
+                match (st.why.chain_brief(), &e.call) {
+                    (Some(chain), _) => {
+                        format!("thread {tid} ({thread_comm}) waited (S) {chain}")
+                    }
+                    (None, Some(c)) => format!(
+                        "thread {tid} ({thread_comm}) in {}{} (D {:.0} ms)",
+                        c.name,
+                        c.file.as_deref().map_or(String::new(), |f| format!(" {f}")),
+                        e.blocked_ns.unwrap_or(0) as f64 / 1e6
+                    ),
+                    (None, None) => format!("thread {tid} ({thread_comm}) blocked (D)"),
                 },
             ),
         };

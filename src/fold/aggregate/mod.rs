@@ -835,7 +835,7 @@ impl Aggregator {
             .target()
             .and_then(|t| self.state.get(t))
             .map(|s| s.mode);
-        let why = attribute(&StallFacts {
+        let mut why = attribute(&StallFacts {
             op: ev.op,
             mode,
             dur_ms: ev.dur_at(now_ns) as f64 / 1e6,
@@ -843,6 +843,14 @@ impl Aggregator {
             counters: &counters,
             stack: ev.stack.as_deref(),
         });
+        // The call its entry event named, not one read off a stack.
+        if let Some(c) = &ev.call {
+            let e = &mut why.evidence;
+            e.syscall = Some(c.name.clone());
+            if e.sync_op.is_some() {
+                e.sync_op = Some(c.name.clone());
+            }
+        }
         Stall { ev, why }
     }
 

@@ -40,6 +40,17 @@ impl Aggregator {
         self.blocks.stack(tid, stack);
     }
 
+    /// Threads in a traced call that blocked, whose fd's file is wanted:
+    /// (tid, fd); the session reads the link (`call_file`).
+    pub fn calls_wanting_file(&self) -> Vec<(u32, i64)> {
+        self.blocks.calls_wanting_file()
+    }
+
+    /// The file of a call `calls_wanting_file` named (empty: unreadable).
+    pub fn call_file(&mut self, tid: u32, file: String) {
+        self.blocks.call_file(tid, file);
+    }
+
     /// How observed threads' blocks are timed.
     pub fn timing(&self) -> BlockTiming {
         if self.sched.is_some() {
@@ -114,6 +125,7 @@ impl Aggregator {
                     entry_ns: t_ns,
                     fd: *fd,
                     bytes: *bytes,
+                    file: None,
                 };
                 if let Some(run) = self.blocks.enter(tid, c) {
                     self.run_done(run);
@@ -291,7 +303,7 @@ impl Aggregator {
                 name: c.name.to_string(),
                 fd: c.fd,
                 bytes: c.bytes,
-                file: None,
+                file: c.file.filter(|f| !f.is_empty()),
             }),
         }
     }

@@ -44,9 +44,11 @@ pub(super) fn stall_row<'a>(s: &Stall, app: &App, th: &Theme, width: usize) -> L
     let rest = format!(" {conf:<4} {:>6}  {:<15}  ", s.ev.who.thread(), op_name(s));
     let room = width.saturating_sub(lead.width() + cause.width() + rest.chars().count());
     // A thread that waited for another one: the chain instead of a place.
-    let place = match s.why.chain_brief() {
-        Some(chain) => chain.chars().take(room).collect(),
-        None => crate::base::text::elide_path(target, room),
+    let file = s.ev.call.as_ref().and_then(|c| c.file.as_deref());
+    let place = match (s.why.chain_brief(), file) {
+        (Some(chain), _) => chain.chars().take(room).collect(),
+        (None, Some(file)) => crate::base::text::elide_path(file, room),
+        (None, None) => crate::base::text::elide_path(target, room),
     };
     Line::from(vec![lead, cause, Span::raw(rest), Span::raw(place)])
 }
@@ -56,6 +58,9 @@ pub(super) fn stall_row<'a>(s: &Stall, app: &App, th: &Theme, width: usize) -> L
 pub(super) fn op_name(s: &Stall) -> String {
     use crate::model::ops::OpKind;
     let e = &s.why.evidence;
+    if let Some(c) = &s.ev.call {
+        return c.name.clone();
+    }
     match (s.ev.op, e.syscall.as_deref(), e.sync_op.as_deref()) {
         (OpKind::Blocked, Some(call), _) => call.to_string(),
         (OpKind::SegmentWait, _, Some(op)) => {
