@@ -327,8 +327,12 @@ impl Chains {
         }
         let mut via = vec![main.hop(covered)];
         via.extend(main.via.iter().cloned());
+        // Cut at the limit, or ending in a sleep: the root is not known,
+        // and the cause is no more than likely.
+        let cut = via.len() > MAX_HOPS;
         via.truncate(MAX_HOPS);
         let root = via.last().cloned();
+        let rooted = !cut && root.as_ref().is_some_and(|h| h.state == "D");
         let cause = largest(&shares).unwrap_or(Cause::Unknown);
         Some(ChainStall {
             pid: a.pid,
@@ -337,20 +341,12 @@ impl Chains {
             start_ns: start,
             end_ns: end,
             cause,
-            confidence: if known >= COVERED * dur_ms {
+            confidence: if rooted && known >= COVERED * dur_ms {
                 Confidence::High
             } else {
                 Confidence::Low
             },
-            evidence: Evidence {
-                syscall: root.as_ref().and_then(|h| h.syscall.clone()),
-                wait: root.as_ref().and_then(|h| h.wait.clone()),
-                sync_op: root
-                    .as_ref()
-                    .filter(|h| h.cause == Cause::Sync)
-                    .and_then(|h| h.syscall.clone()),
-                ..Evidence::default()
-            },
+            evidence: root_evidence(root.as_ref(), cut),
             shares,
             via,
         })
@@ -442,6 +438,20 @@ impl Chains {
     }
 }
 
+/// A chained stall's evidence: its root's call and wait, and whether the
+/// chain was cut at the hop limit.
+fn root_evidence(root: Option<&Hop>, cut: bool) -> Evidence {
+    Evidence {
+        syscall: root.and_then(|h| h.syscall.clone()),
+        wait: root.and_then(|h| h.wait.clone()),
+        sync_op: root
+            .filter(|h| h.cause == Cause::Sync)
+            .and_then(|h| h.syscall.clone()),
+        chain_cut_at: cut.then_some(MAX_HOPS),
+        ..Evidence::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,6 +535,27 @@ mod tests {
             unknown.is_some_and(|u| u.ms > 50.0 && u.ms < 70.0),
             "{top:?}"
         );
+    }
+
+    #[test]
+    fn a_chain_cut_at_the_hop_limit_says_so_and_is_not_high() {
+        let mut c = Chains::new(20 * MS);
+        // 10 ← 11 ← 12 ← 13 ← 14 ← 15's fsync: five hops to the root.
+        for (k, tid) in [10u32, 11, 12, 13, 14].iter().enumerate() {
+            c.sleep(1, *tid, k as u64 * MS, "t");
+        }
+        c.add_run(fsync_run(15, 10, 900));
+        let mut waker = 15;
+        let mut last = None;
+        for (k, tid) in [14u32, 13, 12, 11, 10].iter().enumerate() {
+            let s = c.wake(*tid, (901 + k as u64) * MS, (waker, false), None);
+            last = Some(s.expect("each waited for the next"));
+            waker = *tid;
+        }
+        let top = last.unwrap();
+        assert_eq!(top.via.len(), MAX_HOPS);
+        assert_eq!(top.evidence.chain_cut_at, Some(MAX_HOPS));
+        assert_eq!(top.confidence, Confidence::Low, "no root: {top:?}");
     }
 
     #[test]

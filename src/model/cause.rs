@@ -117,6 +117,10 @@ pub struct Evidence {
     pub inflight: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_stack: Option<String>,
+    /// A wake-up chain followed no further than this many hops: its root
+    /// (the kernel wait) is not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_cut_at: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -209,6 +213,9 @@ impl Attribution {
         }
         if let Some(w) = &root.wait {
             s.push_str(&format!(" \u{2190} {w}"));
+        }
+        if let Some(n) = self.evidence.chain_cut_at {
+            s.push_str(&format!(" \u{2190} \u{2026} (cut at {n} hops)"));
         }
         Some(s)
     }

@@ -133,8 +133,47 @@ pub struct ObservedSummary {
     pub majflt: u64,
     pub write_bytes: Option<u64>,
     pub stalls: u64,
+    /// Its threads' stall time added up (thread-seconds: more than the
+    /// wall time when several threads stall at once).
     pub stall_ns: u64,
+    /// Wall time in which at least one of its threads was stalled (the
+    /// union of their stalls): never more than the run.
+    pub stalled_ns: u64,
     pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+/// The union of time spans, kept as disjoint spans: how long at least one
+/// of them was going on.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpanUnion {
+    /// start → end, disjoint and not touching.
+    spans: BTreeMap<u64, u64>,
+}
+
+impl SpanUnion {
+    pub fn add(&mut self, start: u64, end: u64) {
+        let (mut s, mut e) = (start, end);
+        if e <= s {
+            return;
+        }
+        if let Some((&ps, &pe)) = self.spans.range(..=s).next_back() {
+            if pe >= s {
+                s = ps;
+                e = e.max(pe);
+            }
+        }
+        let inside: Vec<u64> = self.spans.range(s..=e).map(|(k, _)| *k).collect();
+        for k in inside {
+            if let Some(ke) = self.spans.remove(&k) {
+                e = e.max(ke);
+            }
+        }
+        self.spans.insert(s, e);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.spans.iter().map(|(s, e)| e - s).sum()
+    }
 }
 
 /// Everything known about one interval.
@@ -393,5 +432,29 @@ impl Summary {
             let _ = h.add(&t.hist);
         }
         h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SpanUnion;
+
+    #[test]
+    fn a_union_of_spans_counts_overlaps_once() {
+        let mut u = SpanUnion::default();
+        for (s, e) in [
+            (10, 20),
+            (30, 40),
+            (15, 35),
+            (50, 60),
+            (0, 5),
+            (5, 10),
+            (55, 58),
+        ] {
+            u.add(s, e);
+        }
+        assert_eq!(u.total(), 50, "0..40 and 50..60");
+        u.add(0, 100);
+        assert_eq!(u.total(), 100);
     }
 }

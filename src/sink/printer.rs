@@ -182,12 +182,13 @@ impl<W: Write> Printer<W> {
                 .collect();
             writeln!(
                 self.out,
-                "observed {} (pid {}){}: {} stalls ({:.0} ms){}{}, most threads in D at once {}, {} major faults, {}",
+                "observed {} (pid {}){}: {} stalls ({:.0} ms of thread time, stalled {:.0} ms of the run){}{}, most threads in D at once {}, {} major faults, {}",
                 o.comm,
                 o.pid,
                 if o.exited { ", exited" } else { "" },
                 o.stalls,
                 o.stall_ms,
+                o.stalled_ms,
                 if causes.is_empty() { "" } else { ": " },
                 causes.join(", "),
                 o.d_threads_max,

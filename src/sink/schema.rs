@@ -185,7 +185,10 @@ pub struct ObservedSummaryLine<'a> {
     pub majflt: u64,
     pub write_bytes: Option<u64>,
     pub stalls: u64,
+    /// Its threads' stall time added up (thread time).
     pub stall_ms: f64,
+    /// Wall time with at least one thread stalled (≤ the run).
+    pub stalled_ms: f64,
     pub by_cause: BTreeMap<Cause, CauseTotal>,
 }
 
@@ -200,6 +203,7 @@ fn observed_summary_line(o: &ObservedSummary) -> ObservedSummaryLine<'_> {
         write_bytes: o.write_bytes,
         stalls: o.stalls,
         stall_ms: round(o.stall_ns as f64 / 1e6, 3),
+        stalled_ms: round(o.stalled_ns as f64 / 1e6, 3),
         by_cause: rounded(o.by_cause.clone()),
     }
 }

@@ -13,7 +13,7 @@ use crate::model::msg::{Batch, EventKind, Msg};
 use crate::model::observed::{BlockTiming, ObsTick, Watched};
 use crate::model::ops::new_histogram;
 use crate::model::snapshot::{
-    tally, BdpStats, ObservedInterval, ObservedSummary, RunEvent, Snapshot, Summary,
+    tally, BdpStats, ObservedInterval, ObservedSummary, RunEvent, Snapshot, SpanUnion, Summary,
     TargetInterval, TargetSummary,
 };
 use crate::model::stall::{Blocked, Live, Stall, Who};
@@ -245,6 +245,9 @@ pub struct Aggregator {
     watched: Vec<Watched>,
     obs_tids_changed: bool,
     obs_totals: BTreeMap<u32, ObservedSummary>,
+    /// Each observed process's stalled wall time (its threads' stalls
+    /// joined).
+    obs_union: HashMap<u32, SpanUnion>,
     /// Targets whose writers reported a fatal error since they started.
     failed: Vec<bool>,
     /// Observe mode: D-state runs past the threshold, still going.
@@ -307,6 +310,7 @@ impl Aggregator {
             watched: Vec::new(),
             obs_tids_changed: false,
             obs_totals: BTreeMap::new(),
+            obs_union: HashMap::new(),
             end_ns: None,
             failed: Vec::new(),
             obs_live: Vec::new(),
@@ -708,6 +712,9 @@ impl Aggregator {
             };
             out.push(self.emit(len));
         }
+        for (pid, t) in self.obs_totals.iter_mut() {
+            t.stalled_ns = self.obs_union.get(pid).map_or(0, SpanUnion::total);
+        }
         let summary = Summary {
             duration_s: end_ns as f64 / 1e9,
             targets: self.totals,
@@ -740,6 +747,10 @@ impl Aggregator {
             };
             if let Some((n, ns, by_cause)) = t {
                 tally(n, ns, by_cause, s);
+            }
+            if let Who::Process { pid, .. } = &s.ev.who {
+                let u = self.obs_union.entry(*pid).or_default();
+                u.add(s.ev.start_ns, s.ev.start_ns + s.ev.dur());
             }
         }
     }
