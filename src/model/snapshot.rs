@@ -120,6 +120,11 @@ pub struct ObservedInterval {
     /// sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_ms: Option<f64>,
+    /// Its threads' blocked time by cause, waits under the threshold
+    /// included (stalls by their shares; a chained sleep counts whole),
+    /// ms; empty when blocks are sampled.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked_by_cause: BTreeMap<Cause, f64>,
 }
 
 /// Whole-run figures of one observed process.
@@ -140,6 +145,8 @@ pub struct ObservedSummary {
     /// union of their stalls): never more than the run.
     pub stalled_ns: u64,
     pub by_cause: BTreeMap<Cause, CauseTotal>,
+    /// Blocked time by cause, waits under the threshold included, ns.
+    pub blocked_by: BTreeMap<Cause, u64>,
 }
 
 /// The union of time spans, kept as disjoint spans: how long at least one

@@ -189,6 +189,9 @@ pub struct ObservedSummaryLine<'a> {
     pub stall_ms: f64,
     /// Wall time with at least one thread stalled (≤ the run).
     pub stalled_ms: f64,
+    /// Blocked time by cause, waits under the threshold included.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked_ms_by_cause: BTreeMap<Cause, f64>,
     pub by_cause: BTreeMap<Cause, CauseTotal>,
 }
 
@@ -204,6 +207,11 @@ fn observed_summary_line(o: &ObservedSummary) -> ObservedSummaryLine<'_> {
         stalls: o.stalls,
         stall_ms: round(o.stall_ns as f64 / 1e6, 3),
         stalled_ms: round(o.stalled_ns as f64 / 1e6, 3),
+        blocked_ms_by_cause: o
+            .blocked_by
+            .iter()
+            .map(|(c, ns)| (*c, round(*ns as f64 / 1e6, 3)))
+            .collect(),
         by_cause: rounded(o.by_cause.clone()),
     }
 }

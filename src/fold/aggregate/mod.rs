@@ -7,6 +7,7 @@ use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace, Unsee
 use crate::fold::blocks::BlockTimer;
 use crate::fold::chains::Chains;
 use crate::fold::derive::derive;
+use crate::model::cause::Cause;
 use crate::model::kernel::TraceKind;
 use crate::model::kernel::{KernelInterval, ProcSample};
 use crate::model::msg::{Batch, EventKind, Msg};
@@ -130,6 +131,9 @@ struct ObsAcc {
     joined: bool,
     /// Scheduler-timed D time of its threads.
     blocked_ns: u64,
+    /// Their runs under the threshold by cause (stalls are added by their
+    /// shares when the interval is emitted), ns.
+    blocked_by: BTreeMap<Cause, u64>,
     counts: ThreadCounts,
 }
 
@@ -167,6 +171,9 @@ impl ObsAcc {
         self.exited |= o.exited;
         self.joined |= o.joined;
         self.blocked_ns += o.blocked_ns;
+        for (c, ns) in &o.blocked_by {
+            *self.blocked_by.entry(*c).or_default() += ns;
+        }
     }
 }
 
@@ -248,6 +255,9 @@ pub struct Aggregator {
     /// Each observed process's stalled wall time (its threads' stalls
     /// joined).
     obs_union: HashMap<u32, SpanUnion>,
+    /// Each observed thread's latest dirty-throttle event: a short write
+    /// that blocked after one was throttled.
+    last_throttle: HashMap<u32, u64>,
     /// Targets whose writers reported a fatal error since they started.
     failed: Vec<bool>,
     /// Observe mode: D-state runs past the threshold, still going.
@@ -311,6 +321,7 @@ impl Aggregator {
             obs_tids_changed: false,
             obs_totals: BTreeMap::new(),
             obs_union: HashMap::new(),
+            last_throttle: HashMap::new(),
             end_ns: None,
             failed: Vec::new(),
             obs_live: Vec::new(),
@@ -579,6 +590,11 @@ impl Aggregator {
         }
         if self.fold_sched(t_ns, tid, &kind) {
             return;
+        }
+        if let TraceKind::BalanceDirtyPages { .. } = &kind {
+            if self.process_of(tid).is_some() {
+                self.last_throttle.insert(tid, t_ns);
+            }
         }
         // An observed process's thread, or one of our writers.
         let (key, counts) = match self.tids.get(&tid).copied() {
@@ -987,6 +1003,10 @@ impl Aggregator {
                 continue;
             }
             let write_bytes = (!a.unreadable_io).then_some(a.write_bytes);
+            let blocked_by = blocked_by_cause(&a, stalls, w.pid);
+            for (c, ns) in &blocked_by {
+                *t.blocked_by.entry(*c).or_default() += ns;
+            }
             t.exited = a.exited;
             t.d_threads_max = t.d_threads_max.max(a.d_max);
             t.minflt += a.counts.minflt;
@@ -1019,6 +1039,10 @@ impl Aggregator {
                     .count() as u32,
                 timing,
                 blocked_ms: (timing == BlockTiming::Sched).then(|| a.blocked_ns as f64 / 1e6),
+                blocked_by_cause: blocked_by
+                    .into_iter()
+                    .map(|(c, ns)| (c, (ns as f64 / 1e3).round() / 1e3))
+                    .collect(),
             });
         }
         // Exited processes leave the per-interval work (their totals stay):
@@ -1029,6 +1053,25 @@ impl Aggregator {
             .retain(|w| !totals.get(&w.pid).is_some_and(|t| t.exited));
         out
     }
+}
+
+/// One process's blocked time in an interval by cause, ns: its runs under
+/// the threshold (classified when they ended) and its stalls by their
+/// shares (a D stall's scaled to the time it was blocked; a chained
+/// sleep's whole).
+fn blocked_by_cause(a: &ObsAcc, stalls: &[Stall], pid: u32) -> BTreeMap<Cause, u64> {
+    let mut by = a.blocked_by.clone();
+    for s in stalls.iter().filter(|s| s.ev.who.pid() == Some(pid)) {
+        let dur = s.ev.dur();
+        let scale = match s.ev.blocked_ns {
+            Some(b) if dur > 0 => b as f64 / dur as f64,
+            _ => 1.0,
+        };
+        for sh in s.why.shares_of(dur as f64 / 1e6) {
+            *by.entry(sh.cause).or_default() += (sh.ms * scale * 1e6).round() as u64;
+        }
+    }
+    by
 }
 
 /// Adds one trace event of the stalled thread to what attribution sees.

@@ -5,7 +5,7 @@
 use super::{Aggregator, Owner, MAX_WAKERS, WAKER_PID};
 use crate::fold::blocks::{CallOpen, Run};
 use crate::fold::chains::{ChainStall, Chains, Span};
-use crate::model::cause::Attribution;
+use crate::model::cause::{stack_cause, Attribution, Cause};
 use crate::model::kernel::TraceKind;
 use crate::model::observed::BlockTiming;
 use crate::model::ops::OpKind;
@@ -274,10 +274,37 @@ impl Aggregator {
             dur
         };
         if long < threshold {
+            let cause = self.quick_cause(&run);
+            let acc = self.pending_at(end / self.interval_ns);
+            let by = &mut acc.observed.entry(run.pid).or_default().blocked_by;
+            *by.entry(cause).or_default() += run.blocked_ns;
             return;
         }
         let b = self.run_blocked(run, Some(dur));
         self.pending_at(end / self.interval_ns).obs_stalls.push(b);
+    }
+
+    /// The cause of a run too short to be a stall, cheaply: its stack's
+    /// wait when one was read, a sync call's name, a write after its
+    /// thread was throttled; else unknown.
+    fn quick_cause(&self, run: &Run) -> Cause {
+        if let Some(c) = run.stack.as_deref().and_then(stack_cause) {
+            return c;
+        }
+        let call = run.call.as_ref().map(|c| c.name.as_str());
+        match call {
+            Some("fsync" | "fdatasync" | "msync" | "sync_file_range" | "syncfs" | "sync") => {
+                Cause::Sync
+            }
+            _ if self
+                .last_throttle
+                .get(&run.tid)
+                .is_some_and(|t| *t >= run.start_ns) =>
+            {
+                Cause::DirtyThrottle
+            }
+            _ => Cause::Unknown,
+        }
     }
 
     pub(super) fn run_blocked(&self, run: Run, dur_ns: Option<u64>) -> Blocked {
