@@ -1,0 +1,226 @@
+//! `stallscope report`: a recording's snapshots turned into a text summary per
+//! target and (mode, threads) segment, a CSV of every interval, and an SVG
+//! chart to attach to a mailing-list post.
+//!
+//! Rates and percentiles come from the same functions the live run uses
+//! (`TargetInterval::rates`, `LatSummary::of` on merged histograms), so the
+//! report agrees with the run's own summary for the same span.
+//!
+//! Here is what the three formats draw from (the span, the segments, their
+//! stalls by cause), so they cannot disagree; each format is a module of
+//! its own: `text`, `csv`, `svg`.
+
+use crate::config::Mode;
+use crate::model::cause::Cause;
+use crate::model::snapshot::{
+    cause_totals, CauseTotal, LatSummary, Snapshot, TargetInterval, TargetMeta,
+};
+use crate::model::stall::Stall;
+use std::collections::BTreeMap;
+
+mod csv;
+mod svg;
+mod text;
+
+pub use csv::render_csv;
+pub use svg::render_svg;
+pub use text::render_text;
+
+/// What a report is made from: a recording's targets and snapshots, and the
+/// span to cover.
+pub struct ReportInput<'a> {
+    /// The workload and where it ran, e.g. "mmap × 4 threads, 818 B records,
+    /// periodic:10s — host, kernel".
+    pub title: String,
+    pub targets: &'a [TargetMeta],
+    /// In time order, one per interval.
+    pub snapshots: &'a [Snapshot],
+    /// Keep the intervals whose end `t_s` is in `(from_s, to_s]`.
+    pub from_s: Option<f64>,
+    pub to_s: Option<f64>,
+    /// `compare`: each run's dirty memory (end of interval s, MiB), drawn
+    /// one line per run; empty: the snapshots' kernel figures.
+    pub dirty_by_target: Vec<Vec<(f64, Option<f64>)>>,
+}
+
+impl ReportInput<'_> {
+    /// Whether the interval ending at `t_s` is in the span.
+    pub fn keeps(&self, t_s: f64) -> bool {
+        self.from_s.is_none_or(|f| t_s > f) && self.to_s.is_none_or(|t| t_s <= t)
+    }
+
+    /// The snapshots in the span, in time order.
+    pub fn selected(&self) -> impl Iterator<Item = &Snapshot> + '_ {
+        self.snapshots.iter().filter(|s| self.keeps(s.t_s))
+    }
+
+    /// Start of the first and end of the last interval in the span.
+    pub fn span(&self) -> Option<(f64, f64)> {
+        let first = self.selected().next()?;
+        let last = self.selected().last()?;
+        Some((first.t_s - first.interval_s, last.t_s))
+    }
+
+    /// A target's stalls that started in `[from_s, to_s)`. All snapshots are
+    /// searched: a stall is reported in the interval it ends in, which may
+    /// lie past the span.
+    fn stalls_starting(&self, target: usize, from_s: f64, to_s: f64) -> Vec<&Stall> {
+        self.snapshots
+            .iter()
+            .flat_map(|s| &s.stalls)
+            .filter(|st| {
+                st.ev.who.target() == Some(target) && (from_s..to_s).contains(&start_s(st))
+            })
+            .collect()
+    }
+
+    fn label(&self, target: usize) -> String {
+        self.targets.get(target).map_or_else(
+            || format!("target {target}"),
+            |m| format!("{} ({})", m.path, m.fs),
+        )
+    }
+}
+
+fn start_s(st: &Stall) -> f64 {
+    st.ev.start_ns as f64 / 1e9
+}
+
+/// One target's figures over a run of intervals.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    pub target: usize,
+    /// The writers' mode and thread count; `None` on a whole-span line
+    /// (`totals`), which may cover several.
+    pub mode: Option<Mode>,
+    pub threads: Option<u32>,
+    /// Start of the first interval and end of the last, seconds since the
+    /// run started.
+    pub from_s: f64,
+    pub to_s: f64,
+    pub intervals: usize,
+    pub ops: u64,
+    pub bytes: u64,
+    /// Medians of the per-interval rates of the active intervals: a steady
+    /// figure that one stalled interval does not drag down.
+    pub median_ops_per_s: f64,
+    pub median_mib_per_s: f64,
+    /// Write latency (µs) of the merged interval histograms.
+    pub lat: LatSummary,
+    /// Stalls of this target that started in the segment's span.
+    pub stalls: u64,
+    pub stall_ns: u64,
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+}
+
+/// One target's interval, with the snapshot it belongs to.
+type Row<'a> = (&'a Snapshot, &'a TargetInterval);
+
+fn interval_of(s: &Snapshot, target: usize) -> Option<&TargetInterval> {
+    s.targets.iter().find(|t| t.target == target)
+}
+
+/// One segment per target and contiguous run of intervals in which the
+/// target was active with one (mode, threads); ordered by target, then time.
+pub fn summarize(input: &ReportInput) -> Vec<Segment> {
+    (0..input.targets.len())
+        .flat_map(|target| {
+            runs(input, target).into_iter().map(move |rows| {
+                let t = rows[0].1;
+                segment(input, target, Some((t.mode, t.threads)), &rows)
+            })
+        })
+        .collect()
+}
+
+/// One whole-span line per target seen in the span. Every interval counts,
+/// active or not, so ops and percentiles equal the run summary's for the
+/// same span; the medians use the active intervals only, since an idle
+/// target's zeros say nothing about its speed.
+pub fn totals(input: &ReportInput) -> Vec<Segment> {
+    (0..input.targets.len())
+        .filter_map(|target| {
+            let rows: Vec<Row> = input
+                .selected()
+                .filter_map(|s| interval_of(s, target).map(|t| (s, t)))
+                .collect();
+            let seen = rows.iter().any(|(_, t)| t.active || t.ops > 0);
+            seen.then(|| segment(input, target, None, &rows))
+        })
+        .collect()
+}
+
+/// Splits a target's intervals in the span into runs of one active setting.
+fn runs<'a>(input: &'a ReportInput, target: usize) -> Vec<Vec<Row<'a>>> {
+    let mut out: Vec<Vec<Row>> = Vec::new();
+    let mut open = false;
+    for s in input.selected() {
+        match interval_of(s, target) {
+            Some(t) if t.active => {
+                let same = |(_, p): &Row| (p.mode, p.threads) == (t.mode, t.threads);
+                match out.last_mut() {
+                    Some(run) if open && run.last().is_some_and(same) => run.push((s, t)),
+                    _ => out.push(vec![(s, t)]),
+                }
+                open = true;
+            }
+            _ => open = false,
+        }
+    }
+    out
+}
+
+/// Figures over `rows` (not empty, in time order).
+fn segment(
+    input: &ReportInput,
+    target: usize,
+    setting: Option<(Mode, u32)>,
+    rows: &[Row],
+) -> Segment {
+    let (first, last) = (rows[0].0, rows[rows.len() - 1].0);
+    let (from_s, to_s) = (first.t_s - first.interval_s, last.t_s);
+    let mut hist = crate::model::ops::new_histogram();
+    for (_, t) in rows {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = hist.add(&t.hist);
+    }
+    let rates: Vec<_> = rows
+        .iter()
+        .filter(|(_, t)| t.active)
+        .map(|(s, t)| t.rates(s.interval_s))
+        .collect();
+    let stalls = input.stalls_starting(target, from_s, to_s);
+    Segment {
+        target,
+        mode: setting.map(|s| s.0),
+        threads: setting.map(|s| s.1),
+        from_s,
+        to_s,
+        intervals: rows.len(),
+        ops: rows.iter().map(|(_, t)| t.ops).sum(),
+        bytes: rows.iter().map(|(_, t)| t.bytes).sum(),
+        median_ops_per_s: median(rates.iter().map(|r| r.ops_per_s).collect()),
+        median_mib_per_s: median(rates.iter().map(|r| r.mib_per_s).collect()),
+        lat: LatSummary::of(&hist),
+        stalls: stalls.len() as u64,
+        stall_ns: stalls.iter().map(|s| s.ev.dur()).sum(),
+        by_cause: cause_totals(stalls.iter().copied()),
+    }
+}
+
+/// The middle value (mean of the two middle ones for an even count); 0 for none.
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests;
