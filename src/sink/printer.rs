@@ -172,6 +172,18 @@ impl<W: Write> Sink for Printer<W> {
     }
 }
 
+/// `; blocked (short waits too): sync 5907 ms, dirty_throttle 12 ms`.
+fn blocked_text(by: &std::collections::BTreeMap<crate::model::cause::Cause, f64>) -> String {
+    if by.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(c, ms)| format!("{} {ms:.0} ms", c.as_str()))
+        .collect();
+    format!("; blocked (short waits too): {}", parts.join(", "))
+}
+
 impl<W: Write> Printer<W> {
     fn observed_summary(&mut self, line: &SummaryLine) -> io::Result<()> {
         for o in &line.observed {
@@ -182,7 +194,7 @@ impl<W: Write> Printer<W> {
                 .collect();
             writeln!(
                 self.out,
-                "observed {} (pid {}){}: {} stalls ({:.0} ms of thread time, stalled {:.0} ms of the run){}{}, most threads in D at once {}, {} major faults, {}",
+                "observed {} (pid {}){}: {} stalls ({:.0} ms of thread time, stalled {:.0} ms of the run){}{}{}, most threads in D at once {}, {} major faults, {}",
                 o.comm,
                 o.pid,
                 if o.exited { ", exited" } else { "" },
@@ -191,6 +203,7 @@ impl<W: Write> Printer<W> {
                 o.stalled_ms,
                 if causes.is_empty() { "" } else { ": " },
                 causes.join(", "),
+                blocked_text(&o.blocked_ms_by_cause),
                 o.d_threads_max,
                 o.majflt,
                 o.write_bytes.map_or("write_bytes unreadable".to_string(), |b| {

@@ -71,6 +71,11 @@ pub struct Point {
     /// the header and the list count at the view end (frozen or not).
     pub stalls_so_far: u64,
     pub all_stalls_so_far: u64,
+    /// An observed process's threads' blocked time, ms per second of the
+    /// interval (waits under the threshold included), and its two largest
+    /// causes; None when its blocks are sampled.
+    pub blocked_ms_per_s: Option<f64>,
+    pub blocked_top: [Option<(Cause, f64)>; 2],
 }
 
 impl Point {
@@ -103,6 +108,8 @@ impl Point {
             failed: ti.failed,
             stalls_so_far: 0,
             all_stalls_so_far: 0,
+            blocked_ms_per_s: None,
+            blocked_top: [None, None],
         }
     }
 
@@ -133,6 +140,11 @@ impl Point {
             failed: false,
             stalls_so_far: 0,
             all_stalls_so_far: 0,
+            blocked_ms_per_s: o
+                .blocked_ms
+                .filter(|_| s.interval_s > 0.0)
+                .map(|_| o.blocked_by_cause.values().sum::<f64>() / s.interval_s),
+            blocked_top: top_two(o, s.interval_s),
         }
     }
 
@@ -140,6 +152,19 @@ impl Point {
     pub fn x(&self) -> f64 {
         self.t_s - self.interval_s / 2.0
     }
+}
+
+/// The two causes an observed process's threads were blocked by most in
+/// an interval, ms per second.
+fn top_two(o: &ObservedInterval, interval_s: f64) -> [Option<(Cause, f64)>; 2] {
+    let mut by: Vec<(Cause, f64)> = o
+        .blocked_by_cause
+        .iter()
+        .filter(|(_, ms)| **ms > 0.0 && interval_s > 0.0)
+        .map(|(c, ms)| (*c, ms / interval_s))
+        .collect();
+    by.sort_by(|a, b| b.1.total_cmp(&a.1));
+    [by.first().copied(), by.get(1).copied()]
 }
 
 /// A stall as a view draws it: when, until when, why.

@@ -156,11 +156,29 @@ pub(super) fn summary_line<'a>(app: &App, th: &Theme) -> Line<'a> {
         (here, all) => format!("{here}/{all}"),
     };
     if p.observed {
+        // Blocked ms/s by its largest causes, short waits included.
+        let blocked = match p.blocked_ms_per_s {
+            Some(total) => {
+                let top: Vec<String> = p
+                    .blocked_top
+                    .iter()
+                    .flatten()
+                    .map(|(c, v)| format!("{} {}", c.as_str(), fmt_val(*v)))
+                    .collect();
+                let by = if top.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", top.join(", "))
+                };
+                format!("  blocked {} ms/s{by}", fmt_val(total))
+            }
+            None => String::new(),
+        };
         return Line::from(vec![
             Span::styled(format!("{:.0} s  ", p.t_s), th.dim()),
             Span::styled(format!("writes {:.1} MiB/s", p.mib_per_s), th.bold()),
             Span::raw(format!(
-                "  longest D-state stall {} ms  throttled {} ms/s  dirty {} MiB  stalls {stalls}",
+                "  longest D-state stall {} ms  throttled {} ms/s{blocked}  dirty {} MiB  stalls {stalls}",
                 ms(p.max_ms),
                 ms(p.pause_ms_per_s),
                 mib(p.dirty_mib),

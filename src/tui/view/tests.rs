@@ -53,10 +53,12 @@ fn an_observe_only_dashboard_says_what_it_watches() {
         comm: "ceph-osd".into(),
         alive: true,
         write_bytes: Some(3 << 20),
+        blocked_ms: Some(450.0),
+        blocked_by_cause: [(Cause::Sync, 400.0), (Cause::DirtyThrottle, 50.0)].into(),
         ..Default::default()
     }];
     app.on_snapshot(&s);
-    let b = render(&app, 120, 40);
+    let b = render(&app, 160, 40);
     assert!(
         text(&b, 0).contains("view 1/1 ceph-osd (pid 4242)"),
         "{}",
@@ -64,6 +66,11 @@ fn an_observe_only_dashboard_says_what_it_watches() {
     );
     assert!(text(&b, 1).contains("observing ceph-osd (4242), no writers of ours"));
     assert!(text(&b, 2).contains("writes 3.0 MiB/s"), "{}", text(&b, 2));
+    assert!(
+        text(&b, 2).contains("blocked 450 ms/s: sync 400, dirty_throttle 50"),
+        "blocked time by cause, short waits included: {}",
+        text(&b, 2)
+    );
     assert!(!text(&b, 1).contains("threads"), "no writer workload shown");
 }
 
