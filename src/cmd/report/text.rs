@@ -47,19 +47,26 @@ pub fn render_text(segs: &[Segment], input: &ReportInput) -> String {
 }
 
 /// Observe mode: per observed process over the span, its D-state threads,
-/// faults, bytes written and its threads' stalls by cause.
+/// faults, bytes written, its threads' stalls by cause, the wall time in
+/// which any of them was stalled, its blocked time by cause (short waits
+/// too), and which thread names and files the stall time went to.
 fn observed_text(input: &ReportInput) -> String {
-    let mut procs: BTreeMap<u32, (String, u32, u64, Option<u64>, bool)> = BTreeMap::new();
+    let mut procs: BTreeMap<u32, ObservedSpan> = BTreeMap::new();
     let mut stalls: BTreeMap<u32, Vec<&Stall>> = BTreeMap::new();
     for s in input.selected() {
         for o in &s.observed {
-            let e = procs
-                .entry(o.pid)
-                .or_insert_with(|| (o.comm.clone(), 0, 0, Some(0), false));
-            e.1 = e.1.max(o.d_threads_max);
-            e.2 += o.majflt;
-            e.3 = e.3.zip(o.write_bytes).map(|(a, b)| a + b);
-            e.4 |= !o.alive;
+            let e = procs.entry(o.pid).or_insert_with(|| ObservedSpan {
+                comm: o.comm.clone(),
+                write_bytes: Some(0),
+                ..ObservedSpan::default()
+            });
+            e.d_max = e.d_max.max(o.d_threads_max);
+            e.majflt += o.majflt;
+            e.write_bytes = e.write_bytes.zip(o.write_bytes).map(|(a, b)| a + b);
+            e.exited |= !o.alive;
+            for (c, ms) in &o.blocked_by_cause {
+                *e.blocked.entry(*c).or_default() += ms;
+            }
         }
         for st in &s.stalls {
             if let Some(pid) = st.ev.who.pid() {
@@ -68,22 +75,111 @@ fn observed_text(input: &ReportInput) -> String {
         }
     }
     let mut out = String::new();
-    for (pid, (comm, dmax, majflt, wb, exited)) in procs {
+    for (pid, p) in procs {
         let own = stalls.remove(&pid).unwrap_or_default();
-        let stalled: u64 = own.iter().map(|s| s.ev.dur()).sum();
+        out.push_str(&process_text(pid, &p, &own, input.span()));
+    }
+    out
+}
+
+/// One observed process's figures over the span.
+#[derive(Default)]
+struct ObservedSpan {
+    comm: String,
+    d_max: u32,
+    majflt: u64,
+    write_bytes: Option<u64>,
+    exited: bool,
+    /// Blocked ms by cause.
+    blocked: BTreeMap<Cause, f64>,
+}
+
+fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f64)>) -> String {
+    let thread_time: u64 = own.iter().map(|s| s.ev.dur()).sum();
+    let mut union = crate::model::snapshot::SpanUnion::default();
+    for s in own {
+        union.add(s.ev.start_ns, s.ev.start_ns + s.ev.dur());
+    }
+    let wall = span.map_or(0.0, |(a, b)| b - a);
+    let mut out = format!(
+        "\nobserved {} (pid {pid}){}: {} stalls, stalled {:.2} s of the {wall:.1} s span (any thread; {:.2} s of thread time){}{}; most threads in D at once {}, {} major faults, {}\n",
+        p.comm,
+        if p.exited { ", exited" } else { "" },
+        own.len(),
+        union.total() as f64 / 1e9,
+        thread_time as f64 / 1e9,
+        if own.is_empty() { "" } else { ": " },
+        causes_text(&cause_totals(own.iter().copied())),
+        p.d_max,
+        p.majflt,
+        p.write_bytes.map_or("write_bytes unreadable".to_string(), |b| format!(
+            "{:.1} MiB written",
+            crate::base::units::mib(b)
+        ))
+    );
+    if !p.blocked.is_empty() {
+        let parts: Vec<String> = p
+            .blocked
+            .iter()
+            .map(|(c, ms)| format!("{} {:.2} s", c.as_str(), ms / 1e3))
+            .collect();
+        let _ = writeln!(out, "  blocked, short waits too: {}", parts.join(", "));
+    }
+    let by_thread = group(own, |s| match &s.ev.who {
+        crate::model::stall::Who::Process { thread_comm, .. } => Some(thread_comm.clone()),
+        crate::model::stall::Who::Writer { .. } => None,
+    });
+    out.push_str(&group_text("by thread name", &by_thread));
+    let by_file = group(own, |s| s.ev.call.as_ref().and_then(|c| c.file.clone()));
+    out.push_str(&group_text("by file", &by_file));
+    out
+}
+
+/// Stalls grouped by a key: per key its count, time and largest cause;
+/// the most time first.
+fn group(
+    own: &[&Stall],
+    key: impl Fn(&Stall) -> Option<String>,
+) -> Vec<(String, usize, u64, Cause)> {
+    let mut by: BTreeMap<String, Vec<&Stall>> = BTreeMap::new();
+    for s in own {
+        if let Some(k) = key(s) {
+            by.entry(k).or_default().push(s);
+        }
+    }
+    let mut rows: Vec<(String, usize, u64, Cause)> = by
+        .into_iter()
+        .map(|(k, v)| {
+            let ns = v.iter().map(|s| s.ev.dur()).sum();
+            let causes = cause_totals(v.iter().copied());
+            let top = causes
+                .iter()
+                .max_by(|a, b| a.1.ms.total_cmp(&b.1.ms))
+                .map_or(Cause::Unknown, |(c, _)| *c);
+            (k, v.len(), ns, top)
+        })
+        .collect();
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    rows
+}
+
+/// At most 10 rows of a grouping, and how many more there were.
+fn group_text(title: &str, rows: &[(String, usize, u64, Cause)]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("  {title}:\n");
+    for (k, n, ns, cause) in rows.iter().take(10) {
+        let name = crate::base::text::elide_path(k, 48);
         let _ = writeln!(
             out,
-            "\nobserved {comm} (pid {pid}){}: {} stalls, {:.2} s stalled{}{}; most threads in D at once {dmax}, {majflt} major faults, {}",
-            if exited { ", exited" } else { "" },
-            own.len(),
-            stalled as f64 / 1e9,
-            if own.is_empty() { "" } else { ": " },
-            causes_text(&cause_totals(own.into_iter())),
-            wb.map_or("write_bytes unreadable".to_string(), |b| format!(
-                "{:.1} MiB written",
-                crate::base::units::mib(b)
-            ))
+            "    {name:<48} {n:>6} stalls {:>9.2} s  {}",
+            *ns as f64 / 1e9,
+            cause.as_str()
         );
+    }
+    if rows.len() > 10 {
+        let _ = writeln!(out, "    … and {} more", rows.len() - 10);
     }
     out
 }
