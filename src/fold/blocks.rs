@@ -29,13 +29,58 @@ pub struct CallOpen {
     pub file: Option<String>,
 }
 
+/// Runs that have lasted this long have their stack read at every look
+/// (every 50 ms), not only until one names the wait: the wait named is the
+/// one most of the samples were in, not the first seen.
+pub const RESAMPLE_NS: u64 = 100_000_000;
+
 /// One block going on.
 #[derive(Clone, Debug)]
 struct Open {
     pid: u32,
     start_ns: u64,
     comm: Comm,
+    /// Its first stack that names a wait, else its first stack.
     stack: Option<String>,
+    /// Every stack read while it lasted, tallied by wait.
+    samples: Samples,
+}
+
+/// Stacks read during a run, tallied by the wait they name: (wait, count,
+/// the first stack naming it). Stacks that name no wait are not counted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Samples(Vec<(String, u32, String)>);
+
+impl Samples {
+    fn add(&mut self, stack: &str) {
+        let r = read_stack(stack);
+        let Some(cause) = r.cause else { return };
+        let key = format!("{}/{}", cause.as_str(), r.wait.unwrap_or_default());
+        match self.0.iter_mut().find(|(k, ..)| *k == key) {
+            Some(e) => e.1 += 1,
+            None => self.0.push((key, 1, stack.to_string())),
+        }
+    }
+
+    fn merge(&mut self, o: Samples) {
+        for (k, n, st) in o.0 {
+            match self.0.iter_mut().find(|(key, ..)| *key == k) {
+                Some(e) => e.1 += n,
+                None => self.0.push((k, n, st)),
+            }
+        }
+    }
+
+    /// The stack of the wait most samples were in (the first on a tie).
+    fn best(&self) -> Option<&str> {
+        let mut best: Option<&(String, u32, String)> = None;
+        for e in &self.0 {
+            if best.is_none_or(|b| e.1 > b.1) {
+                best = Some(e);
+            }
+        }
+        best.map(|e| e.2.as_str())
+    }
 }
 
 /// A run of blocks of one thread.
@@ -51,8 +96,11 @@ pub struct Run {
     /// Time blocked in it (the gaps between its blocks left out).
     pub blocked_ns: u64,
     pub blocks: u32,
-    /// The most telling stack of its blocks (one whose wait we know).
+    /// The most telling stack of its blocks: of the wait most of its
+    /// stack samples were in.
     pub stack: Option<String>,
+    /// Its stack samples by wait.
+    pub samples: Samples,
     /// The last waker: the task that ended its last block.
     pub waker: Option<(u32, String)>,
     /// The system call it is, when its entry was seen: then `start_ns` is
@@ -104,6 +152,7 @@ impl BlockTimer {
                 start_ns: t_ns,
                 comm: comm.into(),
                 stack: None,
+                samples: Samples::default(),
             },
         );
     }
@@ -118,6 +167,10 @@ impl BlockTimer {
             return;
         }
         let after_last = self.runs.get(&tid).and_then(|r| r.end_ns).unwrap_or(0);
+        let mut samples = Samples::default();
+        if let Some(st) = &stack {
+            samples.add(st);
+        }
         self.open.insert(
             tid,
             Open {
@@ -125,6 +178,7 @@ impl BlockTimer {
                 start_ns: start_ns.max(after_last),
                 comm: Comm::new(comm),
                 stack,
+                samples,
             },
         );
     }
@@ -134,11 +188,13 @@ impl BlockTimer {
     /// buffers by time): then it goes to the run that block joined.
     pub fn stack(&mut self, tid: u32, frames: String) {
         if let Some(o) = self.open.get_mut(&tid) {
-            o.stack.get_or_insert(frames);
-        } else if let Some(r) = self.runs.get_mut(&tid) {
-            if !names_wait(&r.stack) {
-                r.stack = Some(frames);
+            o.samples.add(&frames);
+            if !names_wait(&o.stack) {
+                o.stack = Some(frames);
             }
+        } else if let Some(r) = self.runs.get_mut(&tid) {
+            r.samples.add(&frames);
+            r.stack = r.samples.best().map(str::to_string).or(Some(frames));
         }
     }
 
@@ -170,9 +226,11 @@ impl BlockTimer {
             r.end_ns = Some(t_ns);
             r.blocked_ns += dur;
             r.blocks += 1;
-            if !names_wait(&r.stack) {
-                r.stack = o.stack.or(r.stack.take());
-            }
+            r.samples.merge(o.samples);
+            r.stack = match r.samples.best() {
+                Some(best) => Some(best.to_string()),
+                None => o.stack.or(r.stack.take()),
+            };
             r.waker = Some(waker);
             return (None, dur);
         }
@@ -187,7 +245,8 @@ impl BlockTimer {
             end_ns: Some(t_ns),
             blocked_ns: dur,
             blocks: 1,
-            stack: o.stack,
+            stack: o.samples.best().map(str::to_string).or(o.stack),
+            samples: o.samples,
             waker: Some(waker),
             call,
         };
@@ -270,7 +329,8 @@ impl BlockTimer {
     }
 
     /// Threads whose block has lasted, with the run it extends, at least
-    /// `min_ns` at `now_ns`, and whose wait no stack names yet: the ones
+    /// `min_ns` at `now_ns`, and whose wait no stack names yet, and those
+    /// whose run has lasted `RESAMPLE_NS` (sampled at every look): the ones
     /// whose kernel stack is worth reading now. (Reading every blocked
     /// thread's stack would cost more than the events: a busy database has
     /// thousands of short blocks a second.)
@@ -280,7 +340,9 @@ impl BlockTimer {
             .iter()
             .filter(|(tid, o)| {
                 let (start, named) = self.run_start(**tid, o);
-                !names_wait(&o.stack) && !named && now_ns.saturating_sub(start) >= min_ns
+                let age = now_ns.saturating_sub(start);
+                let unnamed = !names_wait(&o.stack) && !named;
+                (unnamed && age >= min_ns) || age >= RESAMPLE_NS
             })
             .map(|(tid, _)| *tid)
             .collect();
@@ -344,6 +406,7 @@ impl BlockTimer {
                     blocked_ns: 0,
                     blocks: 1,
                     stack: o.stack.clone(),
+                    samples: o.samples.clone(),
                     waker: None,
                     call: call.cloned(),
                 }),
@@ -517,6 +580,35 @@ mod tests {
             prev.call.and_then(|c| c.file).as_deref(),
             Some("/var/lib/pg/pg_wal/0001")
         );
+    }
+
+    #[test]
+    fn the_wait_named_is_the_one_most_samples_were_in() {
+        const COMMIT: &str =
+            "jbd2_log_wait_commit < ext4_sync_file < do_fsync < __x64_sys_fdatasync";
+        let mut b = BlockTimer::default();
+        b.enter(7, call("fdatasync", 0));
+        b.block(1, 7, MS, "osd");
+        b.stack(7, FSYNC.into()); // the first sample
+        assert_eq!(
+            b.wanting_stack(50 * MS, MS),
+            Vec::<u32>::new(),
+            "named, young"
+        );
+        assert_eq!(
+            b.wanting_stack(150 * MS, MS),
+            vec![7],
+            "long: sampled again"
+        );
+        for _ in 0..3 {
+            b.stack(7, COMMIT.into());
+        }
+        b.wake(7, 400 * MS, w());
+        b.block(1, 7, 401 * MS, "osd");
+        b.stack(7, FSYNC.into());
+        b.wake(7, 500 * MS, w());
+        let r = b.exit(7, 501 * MS).unwrap();
+        assert_eq!(r.stack.as_deref(), Some(COMMIT), "3 samples against 2");
     }
 
     #[test]

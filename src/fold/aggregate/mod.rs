@@ -1003,7 +1003,11 @@ impl Aggregator {
                 continue;
             }
             let write_bytes = (!a.unreadable_io).then_some(a.write_bytes);
-            let blocked_by = blocked_by_cause(&a, stalls, w.pid);
+            // Sampled blocks: waits under the threshold are not seen.
+            let blocked_by = match timing {
+                BlockTiming::Sched => blocked_by_cause(&a, stalls, w.pid),
+                BlockTiming::Sampled => BTreeMap::new(),
+            };
             for (c, ns) in &blocked_by {
                 *t.blocked_by.entry(*c).or_default() += ns;
             }
