@@ -42,7 +42,11 @@
 //!   and the system dirty/writeback/PSI figures — plus `index`, `interval_s`.
 //! * A `stall` line with a `pid` is an observed thread's D-state run: `t_s`,
 //!   `duration_ms`, `pid`, `comm`, `tid`, `thread_comm`, `op` (`blocked`),
-//!   `cause`, `confidence`, `evidence`, plus `index`, `start_ns`, `dur_ns`.
+//!   `cause`, `confidence`, `evidence`, plus `index`, `start_ns`, `dur_ns`;
+//!   every stall line has `bounds` (`syscall`, `gap`, `sleep`, `op`), and
+//!   one timed by its system call `syscall`, `blocked_ms`, and `call`
+//!   (`name`, `fd`, `bytes`, `file`) and `blocked_ns` to read it back.
+//!   `observed` lines may have `blocked_by_cause` (ms).
 //! * `event`: `t_s`, `target`, `kind` (`target_full`, `writer_error`,
 //!   `info`), `message`, plus `index`, `target_index`, `t_ns`.
 //! * `marker`: a runtime action: `t_s`, `kind` (`target_switch`,
