@@ -305,3 +305,61 @@ fn report_writes_svg_and_csv() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// An observed stall timed by its system call keeps its call, file, bytes
+/// and blocked time through a recording, and its `bounds` is printed.
+#[test]
+fn a_call_bounded_stall_reads_back_with_its_call_and_file() {
+    use stallscope::model::cause::{Attribution, Cause, Evidence};
+    use stallscope::model::observed::Watched;
+    use stallscope::model::stall::{Blocked, Call, Stall};
+    use stallscope::sink::Sink;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("calls.jsonl");
+    let cfg = Config::default();
+    let mut header = stallscope::sink::recording::Header::new(&cfg, vec![], None, None);
+    header.observed = vec![Watched {
+        pid: 42,
+        comm: "postgres".into(),
+    }];
+    let mut ev = Blocked::process((42, "postgres", 43, "walwriter"), 1_000_000, 250_000_000);
+    ev.call = Some(Call {
+        name: "fdatasync".into(),
+        fd: Some(7),
+        bytes: None,
+        file: Some("/var/lib/pg/pg_wal/000000010000000000000003".into()),
+    });
+    ev.blocked_ns = Some(240_000_000);
+    let st = Stall {
+        ev,
+        why: Attribution::high(Cause::Sync, Evidence::default()),
+    };
+    let snap = Snapshot {
+        index: 0,
+        t_s: 1.0,
+        interval_s: 1.0,
+        stalls: vec![st.clone()],
+        observed: vec![stallscope::model::snapshot::ObservedInterval {
+            pid: 42,
+            comm: "postgres".into(),
+            alive: true,
+            ..Default::default()
+        }],
+        ..Snapshot::default()
+    };
+    let mut rec = Recorder::create(&path, header).unwrap();
+    rec.snapshot(&snap).unwrap();
+    drop(rec);
+    let line = lines_of(&path)
+        .into_iter()
+        .find(|l| l.contains("\"type\":\"stall\""))
+        .expect("a stall line");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["bounds"], "syscall");
+    assert_eq!(v["syscall"], "fdatasync");
+    assert_eq!(v["blocked_ms"], 240.0);
+    let back = read(&path).unwrap();
+    let got = &back.snapshots[0].stalls[0];
+    assert_eq!(got.ev.call, st.ev.call);
+    assert_eq!(got.ev.blocked_ns, Some(240_000_000));
+}
