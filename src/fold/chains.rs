@@ -121,7 +121,23 @@ struct Asleep {
     pid: u32,
     start_ns: u64,
     comm: Comm,
+    /// The futex word it sleeps on, when its futex call was traced.
+    site: Option<u64>,
 }
+
+/// A sleep that its waker's kernel wait explains, at a place where the
+/// thread also sleeps when idle: it waited for work that was held up
+/// upstream (starved), not for a result (stalled).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Starved {
+    pub pid: u32,
+    pub tid: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// At most this many idle wait places are kept per thread.
+const MAX_IDLE_SITES: usize = 32;
 
 /// Consecutive timer sleeps of one thread.
 #[derive(Clone, Debug)]
@@ -141,6 +157,12 @@ pub struct Chains {
     asleep: HashMap<u32, Asleep>,
     spans: HashMap<u32, VecDeque<Span>>,
     steps: HashMap<u32, Steps>,
+    /// Each thread's latest futex wait word, until its next sleep.
+    next_site: HashMap<u32, u64>,
+    /// Words each thread was seen to sleep on while idle: a long sleep
+    /// there woken by a timer, or by a thread that had waited on nothing.
+    idle_sites: HashMap<u32, VecDeque<u64>>,
+    starved: Vec<Starved>,
 }
 
 impl Chains {
@@ -154,14 +176,55 @@ impl Chains {
 
     /// A watched thread went to sleep in S.
     pub fn sleep(&mut self, pid: u32, tid: u32, t_ns: u64, comm: impl Into<Comm>) {
+        let site = self.next_site.remove(&tid);
         self.asleep.insert(
             tid,
             Asleep {
                 pid,
                 start_ns: t_ns,
                 comm: comm.into(),
+                site,
             },
         );
+    }
+
+    /// A watched thread entered a futex wait on `addr`: its next sleep is
+    /// there.
+    pub fn site(&mut self, tid: u32, addr: u64) {
+        self.next_site.insert(tid, addr);
+    }
+
+    /// Sleeps found starved since the last call.
+    pub fn take_starved(&mut self) -> Vec<Starved> {
+        std::mem::take(&mut self.starved)
+    }
+
+    /// The sleep `a` of `tid` was idle: its place is one where `tid`
+    /// waits for work.
+    fn idle_at(&mut self, tid: u32, a: &Asleep) {
+        let Some(site) = a.site else { return };
+        let q = self.idle_sites.entry(tid).or_default();
+        if q.contains(&site) {
+            return;
+        }
+        if q.len() >= MAX_IDLE_SITES {
+            q.pop_front();
+        }
+        q.push_back(site);
+    }
+
+    fn idle_site(&self, tid: u32, a: &Asleep) -> bool {
+        a.site
+            .is_some_and(|s| self.idle_sites.get(&tid).is_some_and(|q| q.contains(&s)))
+    }
+
+    /// Whether `waker` was in any kernel wait during `[start, end)`.
+    fn waited(&self, waker: u32, start: u64, end: u64, current: Option<&Span>) -> bool {
+        current.is_some_and(|c| c.overlap(start, end) > 0)
+            || self
+                .spans
+                .get(&waker)
+                .is_some_and(|q| q.iter().any(|s| s.overlap(start, end) > 0))
     }
 
     /// Since when `tid` is asleep in S as far as the events tell.
@@ -215,10 +278,24 @@ impl Chains {
                 s.closed = true;
             }
         }
-        if dur < self.threshold_ns || irq || waker == 0 || waker == tid {
+        if dur < self.threshold_ns || waker == tid {
+            return None;
+        }
+        // Woken by a timer, or by a thread that waited on nothing: idle.
+        if irq || waker == 0 || !self.waited(waker, a.start_ns, t_ns, current.as_ref()) {
+            self.idle_at(tid, &a);
             return None;
         }
         let stall = self.explain(tid, &a, t_ns, waker, current)?;
+        if self.idle_site(tid, &a) {
+            self.starved.push(Starved {
+                pid: a.pid,
+                tid,
+                start_ns: a.start_ns,
+                end_ns: t_ns,
+            });
+            return None;
+        }
         self.keep(Span {
             pid: a.pid,
             tid,
@@ -556,6 +633,39 @@ mod tests {
         assert_eq!(top.via.len(), MAX_HOPS);
         assert_eq!(top.evidence.chain_cut_at, Some(MAX_HOPS));
         assert_eq!(top.confidence, Confidence::Low, "no root: {top:?}");
+    }
+
+    #[test]
+    fn a_thread_waiting_where_it_waits_when_idle_is_starved_not_stalled() {
+        const QUEUE: u64 = 0x7f00_0000_1000; // the journal writer's work queue
+        const LOCK: u64 = 0x7f00_0000_2000; // a lock the op thread holds
+        let mut c = Chains::new(20 * MS);
+        // Idle: 10 sleeps on its queue; 11 (which waited on nothing) wakes it.
+        c.site(10, QUEUE);
+        c.sleep(1, 10, 0, "journal");
+        assert!(c.wake(10, 500 * MS, (11, false), None).is_none());
+        // Later 11 is in fsync 600..1100 ms, then queues work for 10.
+        c.add_run(fsync_run(11, 600, 1100));
+        c.site(10, QUEUE);
+        c.sleep(1, 10, 550 * MS, "journal");
+        assert!(c.wake(10, 1101 * MS, (11, false), None).is_none());
+        let starved = c.take_starved();
+        assert_eq!(starved.len(), 1, "waiting for work held up upstream");
+        assert_eq!(
+            (starved[0].start_ns, starved[0].end_ns),
+            (550 * MS, 1101 * MS)
+        );
+        // 12 waits on a lock 11 holds through its next fsync: stalled.
+        c.add_run(fsync_run(11, 1200, 1700));
+        c.site(12, LOCK);
+        c.sleep(1, 12, 1150 * MS, "op");
+        let s = c.wake(12, 1701 * MS, (11, false), None).expect("a stall");
+        assert_eq!(s.cause, Cause::Sync);
+        // Without the futex event (no site), as before: a stall.
+        c.add_run(fsync_run(11, 1800, 2300));
+        c.sleep(1, 10, 1750 * MS, "journal");
+        assert!(c.wake(10, 2301 * MS, (11, false), None).is_some());
+        assert!(c.take_starved().is_empty());
     }
 
     #[test]

@@ -254,6 +254,10 @@ pub enum TraceKind {
         fd: Option<i64>,
         #[serde(default)]
         bytes: Option<u64>,
+        /// A futex wait's address (`uaddr`): where the thread is about to
+        /// sleep (`sys_enter_futex`, traced with wake-up chains).
+        #[serde(default)]
+        addr: Option<u64>,
     },
     /// syscalls:sys_exit_<call>: it left the call, returning `ret`.
     SysExit { call: Comm, ret: i64 },

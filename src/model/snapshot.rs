@@ -125,6 +125,11 @@ pub struct ObservedInterval {
     /// ms; empty when blocks are sampled.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub blocked_by_cause: BTreeMap<Cause, f64>,
+    /// Its threads' long sleeps waiting for work that was held up
+    /// upstream (starved, not stalled: never in stall time), ms; None
+    /// without wake-up chains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starved_ms: Option<f64>,
 }
 
 /// Whole-run figures of one observed process.
@@ -147,6 +152,8 @@ pub struct ObservedSummary {
     pub by_cause: BTreeMap<Cause, CauseTotal>,
     /// Blocked time by cause, waits under the threshold included, ns.
     pub blocked_by: BTreeMap<Cause, u64>,
+    /// Its threads' starved time (see `ObservedInterval::starved_ms`), ns.
+    pub starved_ns: u64,
 }
 
 /// The union of time spans, kept as disjoint spans: how long at least one

@@ -192,6 +192,8 @@ pub struct ObservedSummaryLine<'a> {
     /// Blocked time by cause, waits under the threshold included.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub blocked_ms_by_cause: BTreeMap<Cause, f64>,
+    /// Its threads' sleeps waiting for work held up upstream.
+    pub starved_ms: f64,
     pub by_cause: BTreeMap<Cause, CauseTotal>,
 }
 
@@ -212,6 +214,7 @@ fn observed_summary_line(o: &ObservedSummary) -> ObservedSummaryLine<'_> {
             .iter()
             .map(|(c, ns)| (*c, round(*ns as f64 / 1e6, 3)))
             .collect(),
+        starved_ms: round(o.starved_ns as f64 / 1e6, 3),
         by_cause: rounded(o.by_cause.clone()),
     }
 }

@@ -63,6 +63,8 @@ pub struct SysEvent {
     pub fd: Option<Field>,
     pub count: Option<Field>,
     pub ret: Option<Field>,
+    /// A futex's `uaddr`.
+    pub addr: Option<Field>,
 }
 
 impl SysEvent {
@@ -78,8 +80,19 @@ impl SysEvent {
                 fd: get("fd").filter(|_| enter),
                 count: get("count").filter(|_| enter),
                 ret: get("ret").filter(|_| !enter),
+                addr: get("uaddr").filter(|_| enter),
             },
         ))
+    }
+
+    /// `sys_enter_futex` under `events`, when there and not hidden: where
+    /// a thread sleeps in S (its futex word), for wake-up chains.
+    pub fn read_futex(events: &Path, hidden: &[String]) -> Option<(u16, SysEvent)> {
+        if hidden.iter().any(|h| h == "syscalls:sys_enter_futex") {
+            return None;
+        }
+        let text = std::fs::read_to_string(events.join("syscalls/sys_enter_futex/format")).ok()?;
+        SysEvent::parse(&text, "futex", true).filter(|(_, e)| e.addr.is_some())
     }
 
     /// The events of `WRITE_PATH_CALLS` under `events` (tracefs's or an
@@ -467,6 +480,7 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
                 // An fd is an int in an unsigned long: its low half.
                 fd: s.fd.and_then(field).map(|v| i64::from(v as u32 as i32)),
                 bytes: s.count.and_then(field),
+                addr: s.addr.and_then(field),
             }
         } else {
             TraceKind::SysExit {
@@ -768,7 +782,8 @@ mod tests {
                     TraceKind::SysEnter {
                         call,
                         fd: Some(5),
-                        bytes: Some(4 << 20)
+                        bytes: Some(4 << 20),
+                        addr: None,
                     }
                 ),
                 (3_010, 77, TraceKind::SysExit { call, ret: -28 }),

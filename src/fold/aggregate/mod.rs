@@ -134,6 +134,8 @@ struct ObsAcc {
     /// Their runs under the threshold by cause (stalls are added by their
     /// shares when the interval is emitted), ns.
     blocked_by: BTreeMap<Cause, u64>,
+    /// Long sleeps waiting for work held up upstream (`chains::Starved`).
+    starved_ns: u64,
     counts: ThreadCounts,
 }
 
@@ -174,6 +176,7 @@ impl ObsAcc {
         for (c, ns) in &o.blocked_by {
             *self.blocked_by.entry(*c).or_default() += ns;
         }
+        self.starved_ns += o.starved_ns;
     }
 }
 
@@ -1011,6 +1014,7 @@ impl Aggregator {
             for (c, ns) in &blocked_by {
                 *t.blocked_by.entry(*c).or_default() += ns;
             }
+            t.starved_ns += a.starved_ns;
             t.exited = a.exited;
             t.d_threads_max = t.d_threads_max.max(a.d_max);
             t.minflt += a.counts.minflt;
@@ -1043,6 +1047,10 @@ impl Aggregator {
                     .count() as u32,
                 timing,
                 blocked_ms: (timing == BlockTiming::Sched).then(|| a.blocked_ns as f64 / 1e6),
+                starved_ms: self
+                    .chains
+                    .is_some()
+                    .then(|| (a.starved_ns as f64 / 1e3).round() / 1e3),
                 blocked_by_cause: blocked_by
                     .into_iter()
                     .map(|(c, ns)| (c, (ns as f64 / 1e3).round() / 1e3))

@@ -119,7 +119,18 @@ impl Aggregator {
                     self.run_done(run);
                 }
             }
-            TraceKind::SysEnter { call, fd, bytes } => {
+            // Where a thread is about to sleep: not a call on the write
+            // path, a site for the chains.
+            TraceKind::SysEnter {
+                addr: Some(addr), ..
+            } => {
+                if let Some(c) = self.chains.as_mut() {
+                    c.site(tid, *addr);
+                }
+            }
+            TraceKind::SysEnter {
+                call, fd, bytes, ..
+            } => {
                 let c = CallOpen {
                     name: *call,
                     entry_ns: t_ns,
@@ -152,6 +163,10 @@ impl Aggregator {
         let long = c.is_long(since, t_ns);
         let current = self.blocks.last_run(waker.0).map(span_of);
         let woken = c.wake(tid, t_ns, waker, current);
+        for s in c.take_starved() {
+            let acc = self.pending_at(s.end_ns / self.interval_ns);
+            acc.observed.entry(s.pid).or_default().starved_ns += s.end_ns - s.start_ns;
+        }
         if long {
             self.learn_waker(t_ns, waker);
         }

@@ -48,6 +48,10 @@ pub const SCHED_BUFFER_KB: u32 = 4096;
 /// At most this much is read per `drain` call, so a flood cannot stall the caller.
 const DRAIN_MAX_BYTES: usize = 8 << 20;
 
+/// Where a watched thread sleeps in S, and the waits it keeps of it.
+const FUTEX_EVENT: &str = "syscalls/sys_enter_futex";
+const FUTEX_WAITS: &str = "(op & 127) == 0 || (op & 127) == 9";
+
 /// Longest thread-id filter we write (the kernel refuses a page or more).
 const MAX_FILTER_BYTES: usize = 3500;
 
@@ -96,6 +100,9 @@ struct RawSched {
     /// The write-path calls' entry and exit events recorded here
     /// (`syscalls/sys_enter_write`, …): none when this kernel lacks them.
     sys_events: Vec<String>,
+    /// `syscalls/sys_enter_futex` when this kernel has it: with wake-up
+    /// chains, where each sleep in S is (the futex word).
+    futex_event: bool,
 }
 
 impl TraceSession {
@@ -338,6 +345,7 @@ impl TraceSession {
             page: Vec::new(),
             wait_event: None,
             sys_events: Vec::new(),
+            futex_event: false,
         };
         let wait = self.features.page_wait.as_ref().ok().copied();
         let setup = |raw: &mut RawSched| -> Result<(), String> {
@@ -350,9 +358,14 @@ impl TraceSession {
             let events = raw.instance.join("events");
             raw.fmt = SchedFormat::read(&events, wait)?;
             if self.features.calls.is_ok() {
-                let (sys, dirs) = SysEvent::read_all(&events, &features::hidden_from_env());
+                let hidden = features::hidden_from_env();
+                let (sys, dirs) = SysEvent::read_all(&events, &hidden);
                 raw.fmt.sys = sys;
                 raw.sys_events = dirs;
+                if let Some((id, ev)) = SysEvent::read_futex(&events, &hidden) {
+                    raw.fmt.sys.insert(id, ev);
+                    raw.futex_event = true;
+                }
             }
             raw.wait_event = raw
                 .fmt
@@ -402,6 +415,7 @@ impl TraceSession {
             .as_ref()
             .map(|r| r.sys_events.clone())
             .unwrap_or_default();
+        let futex = self.raw.as_ref().is_some_and(|r| r.futex_event) && self.chains;
         if prev.len() + 20 >= MAX_FILTER_BYTES {
             return Err(format!(
                 "{} threads are too many for a scheduler filter: blocking times stay sampled",
@@ -427,6 +441,9 @@ impl TraceSession {
             for e in &sys_events {
                 write_file(at, &format!("events/{e}/enable"), "0")?;
             }
+            if futex {
+                write_file(at, &format!("events/{FUTEX_EVENT}/enable"), "0")?;
+            }
             self.raw_waits = false;
             return Ok(());
         }
@@ -449,6 +466,13 @@ impl TraceSession {
         // the listed threads' write-path calls.
         for e in &sys_events {
             write_file(at, &format!("events/{e}/enable"), "1")?;
+        }
+        // Futex waits only (FUTEX_WAIT, FUTEX_WAIT_BITSET, private or
+        // not): the word a thread sleeps on tells a wait for work from a
+        // wait for a result (`fold::chains`).
+        if futex {
+            write_file(at, &format!("events/{FUTEX_EVENT}/filter"), FUTEX_WAITS)?;
+            write_file(at, &format!("events/{FUTEX_EVENT}/enable"), "1")?;
         }
         self.raw_waits = wait_event.is_some();
         Ok(())
@@ -603,6 +627,9 @@ impl RawSched {
         }
         for e in &self.sys_events {
             let _ = write_file(&self.instance, &format!("events/{e}/enable"), "0");
+        }
+        if self.futex_event {
+            let _ = write_file(&self.instance, &format!("events/{FUTEX_EVENT}/enable"), "0");
         }
         if let Err(e) = fs::remove_dir(&self.instance) {
             crate::base::error::note!(
