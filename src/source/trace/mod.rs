@@ -50,7 +50,9 @@ const DRAIN_MAX_BYTES: usize = 8 << 20;
 
 /// Where a watched thread sleeps in S, and the waits it keeps of it.
 const FUTEX_EVENT: &str = "syscalls/sys_enter_futex";
-const FUTEX_WAITS: &str = "(op & 127) == 0 || (op & 127) == 9";
+/// FUTEX_WAIT (0) and FUTEX_WAIT_BITSET (9), with FUTEX_PRIVATE_FLAG (128)
+/// and FUTEX_CLOCK_REALTIME (256): a filter compares, it cannot mask.
+const FUTEX_WAITS: &str = "op == 0 || op == 9 || op == 128 || op == 137 || op == 265 || op == 393";
 
 /// Longest thread-id filter we write (the kernel refuses a page or more).
 const MAX_FILTER_BYTES: usize = 3500;
@@ -470,9 +472,10 @@ impl TraceSession {
         // Futex waits only (FUTEX_WAIT, FUTEX_WAIT_BITSET, private or
         // not): the word a thread sleeps on tells a wait for work from a
         // wait for a result (`fold::chains`).
+        // Optional: without it every sleep is judged as before.
         if futex {
-            write_file(at, &format!("events/{FUTEX_EVENT}/filter"), FUTEX_WAITS)?;
-            write_file(at, &format!("events/{FUTEX_EVENT}/enable"), "1")?;
+            let _ = write_file(at, &format!("events/{FUTEX_EVENT}/filter"), FUTEX_WAITS)
+                .and_then(|()| write_file(at, &format!("events/{FUTEX_EVENT}/enable"), "1"));
         }
         self.raw_waits = wait_event.is_some();
         Ok(())
@@ -778,6 +781,46 @@ mod tests {
         s.enable_sched(true).expect("scheduler events");
         // This kernel (6.x) records S as 0x1: a sleep seen as D would say 0x2.
         assert_eq!(s.state_bits(), Some(StateBits::default()));
+    }
+
+    #[test]
+    fn a_thread_s_fdatasync_and_futex_wait_are_recorded_with_their_fd_and_word() {
+        let test = "a_thread_s_fdatasync_and_futex_wait_are_recorded_with_their_fd_and_word";
+        if !crate::base::testenv::require_root(test) {
+            return;
+        }
+        let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = TraceSession::start(None).expect("start trace session");
+        s.enable_sched(true).expect("scheduler events");
+        let tid = unsafe { libc::gettid() } as u32;
+        s.set_sched_filter(&[tid]).unwrap();
+        let _ = s.drain();
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::create(dir.path().join("f")).unwrap();
+        f.sync_data().unwrap();
+        // A condvar's timed wait: a futex wait (FUTEX_WAIT_BITSET).
+        let pair = (Mutex::new(()), std::sync::Condvar::new());
+        let g = pair.0.lock().unwrap();
+        let _ = pair.1.wait_timeout(g, Duration::from_millis(5)).unwrap();
+        let evs = drain_until(&mut s, |e| {
+            matches!(&e.kind, TraceKind::SysEnter { addr: Some(_), .. })
+        });
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        assert!(
+            evs.iter().any(|e| matches!(&e.kind,
+                TraceKind::SysEnter { call, fd: Some(x), .. } if call.as_str() == "fdatasync" && *x == i64::from(fd))),
+            "fdatasync's entry with its fd: {evs:?}"
+        );
+        assert!(
+            evs.iter().any(|e| matches!(&e.kind,
+                TraceKind::SysExit { call, ret: 0 } if call.as_str() == "fdatasync")),
+            "and its exit: {evs:?}"
+        );
+        assert!(
+            evs.iter()
+                .any(|e| matches!(&e.kind, TraceKind::SysEnter { addr: Some(a), .. } if *a != 0)),
+            "the futex wait's word (the filter passed FUTEX_WAIT_BITSET|PRIVATE): {evs:?}"
+        );
     }
 
     #[test]
