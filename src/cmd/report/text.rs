@@ -67,6 +67,7 @@ fn observed_text(input: &ReportInput) -> String {
             for (c, ms) in &o.blocked_by_cause {
                 *e.blocked.entry(*c).or_default() += ms;
             }
+            e.starved_ms += o.starved_ms.unwrap_or(0.0);
         }
         for st in &s.stalls {
             if let Some(pid) = st.ev.who.pid() {
@@ -92,6 +93,8 @@ struct ObservedSpan {
     exited: bool,
     /// Blocked ms by cause.
     blocked: BTreeMap<Cause, f64>,
+    /// Long sleeps waiting for work held up upstream, ms.
+    starved_ms: f64,
 }
 
 fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f64)>) -> String {
@@ -124,6 +127,13 @@ fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f
             .map(|(c, ms)| format!("{} {:.2} s", c.as_str(), ms / 1e3))
             .collect();
         let _ = writeln!(out, "  blocked, short waits too: {}", parts.join(", "));
+    }
+    if p.starved_ms > 0.0 {
+        let _ = writeln!(
+            out,
+            "  starved (threads waiting for work held up upstream, not stall time): {:.2} s",
+            p.starved_ms / 1e3
+        );
     }
     let by_thread = group(own, |s| match &s.ev.who {
         crate::model::stall::Who::Process { thread_comm, .. } => Some(thread_comm.clone()),
