@@ -102,7 +102,7 @@ pub struct CompareArgs {
     #[arg(long = "threads", short = 'j', value_delimiter = ',')]
     pub threads: Vec<u32>,
     /// Length of each run.
-    #[arg(long, value_name = "DUR", default_value = "30s")]
+    #[arg(long, value_name = "DUR", default_value = "30s", allow_hyphen_values = true)]
     pub each: Dur,
     /// Bytes per record.
     #[arg(long, value_name = "SIZE")]
@@ -117,10 +117,10 @@ pub struct CompareArgs {
     #[arg(long, value_name = "SIZE")]
     pub disk_budget: Option<ByteSize>,
     /// Journal mode: syncfs() period; also when the journal is half full [default: 5s].
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub commit_interval: Option<Dur>,
     /// Reporting interval [default: 1s].
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub interval: Option<Dur>,
 
     /// One recording per run: FILE with the run's number, fs, mode and threads added to its name.
@@ -259,7 +259,7 @@ pub struct UiArgs {
     pub fps: u32,
 
     /// Time span the charts show.
-    #[arg(long, value_name = "DUR", default_value = "120s")]
+    #[arg(long, value_name = "DUR", default_value = "120s", allow_hyphen_values = true)]
     pub window: Dur,
 
     /// Plain ASCII: no braille or box-drawing glyphs.
@@ -317,10 +317,10 @@ pub enum Command {
         #[arg(long, value_name = "OUT.csv")]
         csv: Option<PathBuf>,
         /// Only intervals ending after this time (e.g. 30s, 2m) since the start.
-        #[arg(long, value_name = "T")]
+        #[arg(long, value_name = "T", allow_hyphen_values = true)]
         from: Option<Dur>,
         /// Only intervals ending at or before this time.
-        #[arg(long, value_name = "T")]
+        #[arg(long, value_name = "T", allow_hyphen_values = true)]
         to: Option<Dur>,
     },
     /// Run the same workload on each target × mode (× threads) in turn and print a side-by-side table.
@@ -391,19 +391,19 @@ pub struct WorkloadArgs {
     pub disk_budget: Option<ByteSize>,
 
     /// Stop after this long, e.g. 30s, 5m [default: until Ctrl-C].
-    #[arg(long, short = 'd', value_name = "DUR")]
+    #[arg(long, short = 'd', value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Dur>,
 
     /// Reporting interval [default: 1s].
-    #[arg(long, short = 'i', value_name = "DUR")]
+    #[arg(long, short = 'i', value_name = "DUR", allow_hyphen_values = true)]
     pub interval: Option<Dur>,
 
     /// An op at least this long is a stall [default: 100ms].
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub stall_threshold: Option<Dur>,
 
     /// Journal mode: syncfs() period; also when the journal is half full [default: 5s].
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub commit_interval: Option<Dur>,
 
     /// Journal mode: put the journal under this directory (as Ceph puts it on an SSD).
@@ -433,7 +433,7 @@ pub struct WorkloadArgs {
     pub observe_name: Vec<String>,
 
     /// How often observed threads are sampled from /proc [default: 50ms; as root, with the scheduler's events timing blocks, 200ms or this if slower].
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub observe_every: Option<Dur>,
 
     /// How observed threads' blocks are timed: auto (the scheduler's events, exact, when root) or sampled (/proc every --observe-every) [default: auto].
@@ -691,11 +691,21 @@ mod tests {
             &["run", "--segment-size", "10x"],
             &["run", "--sync", "often"],
             &["run", "--threads", "-1"],
+            &["run", "--duration", "-5s"],
         ] {
             let e = parse(args).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{args:?}");
             assert!(e.to_string().contains(args[2]), "{args:?}: {e}");
         }
+        let e = parse(&["run", "--duration", "-5s"]).unwrap_err().to_string();
+        assert!(e.contains("cannot be negative"), "said as such, not as an unknown flag: {e}");
+    }
+
+    #[test]
+    fn a_zero_threshold_is_echoed_without_a_unit_it_was_not_given() {
+        let w = workload(parse(&["run", "--stall-threshold", "0ms"]).unwrap());
+        let e = layered(None, &w).unwrap_err().0;
+        assert!(e.contains("--stall-threshold 0 is below 1ms"), "{e}");
     }
 
     #[test]

@@ -75,6 +75,9 @@ impl FromStr for Dur {
         let t = s.trim();
         let (num, unit) = split_number(t);
         let bad = || format!("invalid duration '{s}' (examples: 500ms, 10s, 2m, 1h)");
+        if t.starts_with('-') {
+            return Err(format!("a duration cannot be negative: '{s}'"));
+        }
         if num.is_empty() {
             return Err(bad());
         }
@@ -135,6 +138,10 @@ impl fmt::Display for ByteSize {
 impl fmt::Display for Dur {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ns = self.0.as_nanos();
+        if ns == 0 {
+            // Zero needs no unit: `--stall-threshold 0ms` is not "0s".
+            return write!(f, "0");
+        }
         if ns % 1_000_000_000 == 0 {
             let s = ns / 1_000_000_000;
             if s % 3600 == 0 && s > 0 {
