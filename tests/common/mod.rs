@@ -3,9 +3,11 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod log_load;
 pub mod observer;
 pub mod pg;
 pub mod sched_truth;
+pub mod syscall_truth;
 
 use std::process::Command;
 
