@@ -102,7 +102,12 @@ pub struct CompareArgs {
     #[arg(long = "threads", short = 'j', value_delimiter = ',')]
     pub threads: Vec<u32>,
     /// Length of each run.
-    #[arg(long, value_name = "DUR", default_value = "30s", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "DUR",
+        default_value = "30s",
+        allow_hyphen_values = true
+    )]
     pub each: Dur,
     /// Bytes per record.
     #[arg(long, value_name = "SIZE")]
@@ -259,7 +264,12 @@ pub struct UiArgs {
     pub fps: u32,
 
     /// Time span the charts show.
-    #[arg(long, value_name = "DUR", default_value = "120s", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "DUR",
+        default_value = "120s",
+        allow_hyphen_values = true
+    )]
     pub window: Dur,
 
     /// Plain ASCII: no braille or box-drawing glyphs.
@@ -697,8 +707,13 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{args:?}");
             assert!(e.to_string().contains(args[2]), "{args:?}: {e}");
         }
-        let e = parse(&["run", "--duration", "-5s"]).unwrap_err().to_string();
-        assert!(e.contains("cannot be negative"), "said as such, not as an unknown flag: {e}");
+        let e = parse(&["run", "--duration", "-5s"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot be negative"),
+            "said as such, not as an unknown flag: {e}"
+        );
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct StallFacts<'a> {
     pub counters: &'a Counters,
     /// The stalled thread's kernel stack as the watchdog saw it mid-stall.
     pub stack: Option<&'a str>,
+    /// The system call the stall was, from its entry event (observed
+    /// threads with call boundaries).
+    pub call: Option<&'a str>,
 }
 
 /// A device this busy, or with this deep a queue, is saturated.
@@ -163,7 +166,27 @@ fn by_stack_and_waits(f: &StallFacts) -> Option<Attribution> {
             }
             Some(a)
         })
+        .or_else(|| by_sync_call(f))
         .or_else(|| f.trace.and_then(by_wb_waits))
+}
+
+/// A stall that was a sync call by its entry event, with no stack that
+/// names its wait: the call is direct evidence; its waits on pages under
+/// writeback, if any, say it waited for data writeback.
+fn by_sync_call(f: &StallFacts) -> Option<Attribution> {
+    let call = f.call.filter(|c| crate::model::cause::is_sync_call(c))?;
+    let waits = f.trace.filter(|t| t.wb_waits > 0);
+    Some(high(
+        Cause::Sync,
+        Evidence {
+            sync_op: Some(call.to_string()),
+            syscall: Some(call.to_string()),
+            wait: waits.map(|_| "data writeback".to_string()),
+            wb_waits: waits.map(|t| t.wb_waits),
+            bdi: waits.and_then(|t| t.bdi.clone()),
+            ..Evidence::default()
+        },
+    ))
 }
 
 /// The thread's own kernel stack, caught mid-stall: direct evidence.
@@ -317,6 +340,7 @@ mod tests {
             trace,
             counters: c,
             stack: None,
+            call: None,
         }
     }
 
@@ -521,5 +545,30 @@ mod tests {
         };
         let a = attribute(&facts(OpKind::Write, None, &queue));
         assert_eq!((a.cause, a.confidence), (Cause::Device, Confidence::Low));
+    }
+
+    #[test]
+    fn a_sync_call_without_a_stack_is_a_sync_waiting_for_data_writeback() {
+        let t = ThreadTrace {
+            wb_waits: 2,
+            bdi: Some("7:3".into()),
+            ..ThreadTrace::default()
+        };
+        let c = Counters::default();
+        let mut f = facts(OpKind::Blocked, Some(&t), &c);
+        f.mode = None;
+        let a = attribute(&f);
+        assert_eq!(
+            a.cause,
+            Cause::WritebackWait,
+            "no call known: the waits alone"
+        );
+        f.call = Some("fdatasync");
+        let a = attribute(&f);
+        assert_eq!((a.cause, a.confidence), (Cause::Sync, Confidence::High));
+        assert_eq!(a.evidence.wait.as_deref(), Some("data writeback"));
+        assert_eq!(a.evidence.sync_op.as_deref(), Some("fdatasync"));
+        f.call = Some("write");
+        assert_eq!(attribute(&f).cause, Cause::WritebackWait, "not a sync call");
     }
 }

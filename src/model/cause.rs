@@ -355,6 +355,11 @@ const SYNC_CALLS: [&str; 7] = [
     "sync_file_range2",
 ];
 
+/// Whether `call` writes dirty data back and waits for it.
+pub fn is_sync_call(call: &str) -> bool {
+    SYNC_CALLS.contains(&call)
+}
+
 /// Frames to leave out of a compact stack: the scheduler and tracing
 /// machinery every blocked thread has on top.
 const SCHED_FRAMES: [&str; 13] = [

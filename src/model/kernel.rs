@@ -261,6 +261,9 @@ pub enum TraceKind {
     },
     /// syscalls:sys_exit_<call>: it left the call, returning `ret`.
     SysExit { call: Comm, ret: i64 },
+    /// sched_process_fork: the thread made a new task (a thread or a
+    /// process), traced from its first moment (the instance's event-fork).
+    Fork { child: u32 },
 }
 
 #[cfg(test)]

@@ -882,8 +882,14 @@ impl Session {
         if let Some(t) = self.trace.as_mut() {
             t.drain_into(&mut self.trace_buf);
             for ev in self.trace_buf.drain(..) {
-                self.agg
-                    .fold_trace(self.clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
+                let t = self.clock.from_mono(ev.t_mono_ns);
+                if let crate::model::kernel::TraceKind::Fork { child } = ev.kind {
+                    if let Some((tgid, comm)) = task_of(child) {
+                        self.agg.forked(ev.tid, child, tgid, &comm);
+                    }
+                    continue;
+                }
+                self.agg.fold_trace(t, ev.tid, ev.kind);
             }
         }
     }
@@ -966,6 +972,18 @@ fn give_back_freed_memory() {
 
 fn device_list(p: &Prepared) -> Vec<Option<Device>> {
     p.targets.iter().map(|t| t.device.clone().ok()).collect()
+}
+
+/// A task's process id and name from /proc (None: it is gone already).
+fn task_of(tid: u32) -> Option<(u32, String)> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+    };
+    Some((field("Tgid:")?.parse().ok()?, field("Name:")?))
 }
 
 #[cfg(test)]

@@ -200,6 +200,8 @@ pub struct SchedFormat {
     pub states: StateBits,
     /// The write-path system calls' entry and exit events, by id.
     pub sys: HashMap<u16, SysEvent>,
+    /// sched_process_fork's id and where its `child_pid` is.
+    pub fork: Option<(u16, Field)>,
 }
 
 /// prev_state's bits for a sleep in S and in D. Kernels record S as 0x1
@@ -294,6 +296,7 @@ impl SchedFormat {
             wait: None,
             states: StateBits::default(),
             sys: HashMap::new(),
+            fork: None,
         })
     }
 
@@ -307,6 +310,13 @@ impl SchedFormat {
         };
         let mut f = SchedFormat::parse(&read("sched_switch")?, &read("sched_waking")?)
             .ok_or_else(|| "unexpected sched_switch/sched_waking format".to_string())?;
+        f.fork = std::fs::read_to_string(events.join("sched/sched_process_fork/format"))
+            .ok()
+            .and_then(|t| {
+                let (id, fs) = parse_format(&t)?;
+                let child = fs.iter().find(|(n, _)| n == "child_pid")?.1;
+                Some((id, child))
+            });
         f.wait = wait
             .and_then(|w| {
                 std::fs::read_to_string(events.join("writeback").join(w).join("format")).ok()
@@ -471,6 +481,17 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
                 // chains need the tid only.
                 waker_comm: String::new(),
                 irq: flags as u8 & FLAG_HARDIRQ != 0,
+            },
+        });
+    } else if let Some((_, child)) = fmt.fork.filter(|(id, _)| ty == u64::from(*id)) {
+        let (Some(parent), Some(child)) = (le(rec, 4, 4), field(child)) else {
+            return;
+        };
+        out.push(TraceEvent {
+            t_mono_ns: ts,
+            tid: parent as u32,
+            kind: TraceKind::Fork {
+                child: child as u32,
             },
         });
     } else if let Some(s) = u16::try_from(ty).ok().and_then(|t| fmt.sys.get(&t)) {

@@ -348,6 +348,10 @@ impl Aggregator {
 
     /// One more process to observe (at start, or joined while running).
     fn watch(&mut self, w: Watched) {
+        // Already known from its fork event (`forked`), before the sampler.
+        if self.watched.iter().any(|x| x.pid == w.pid) {
+            return;
+        }
         self.obs_totals.insert(
             w.pid,
             ObservedSummary {
@@ -872,6 +876,7 @@ impl Aggregator {
             trace: trace.as_ref(),
             counters: &counters,
             stack: ev.stack.as_deref(),
+            call: ev.call.as_ref().map(|c| c.name.as_str()),
         });
         // The call its entry event named, not one read off a stack.
         if let Some(c) = &ev.call {

@@ -51,6 +51,27 @@ impl Aggregator {
         self.blocks.call_file(tid, file);
     }
 
+    /// A watched thread forked `child` (of process `tgid`, named `comm`):
+    /// its thread, or a new process of the watched tree, known from now
+    /// on, before the sampler next lists them.
+    pub fn forked(&mut self, parent: u32, child: u32, tgid: u32, comm: &str) {
+        let Some(pid) = self.process_of(parent).filter(|p| *p != WAKER_PID) else {
+            return;
+        };
+        if self.tids.contains_key(&child) {
+            return;
+        }
+        if tgid != pid && !self.watched.iter().any(|w| w.pid == tgid) {
+            // Its `joined` mark comes with the sampler's first sight.
+            self.watch(crate::model::observed::Watched {
+                pid: tgid,
+                comm: comm.to_string(),
+            });
+        }
+        self.tids.insert(child, Owner::Process(tgid));
+        self.obs_tids_changed = true;
+    }
+
     /// How observed threads' blocks are timed.
     pub fn timing(&self) -> BlockTiming {
         if self.sched.is_some() {
@@ -308,9 +329,7 @@ impl Aggregator {
         }
         let call = run.call.as_ref().map(|c| c.name.as_str());
         match call {
-            Some("fsync" | "fdatasync" | "msync" | "sync_file_range" | "syncfs" | "sync") => {
-                Cause::Sync
-            }
+            Some(c) if crate::model::cause::is_sync_call(c) => Cause::Sync,
             _ if self
                 .last_throttle
                 .get(&run.tid)

@@ -50,6 +50,7 @@ const DRAIN_MAX_BYTES: usize = 8 << 20;
 
 /// Where a watched thread sleeps in S, and the waits it keeps of it.
 const FUTEX_EVENT: &str = "syscalls/sys_enter_futex";
+const FORK_EVENT: &str = "sched/sched_process_fork";
 /// FUTEX_WAIT (0) and FUTEX_WAIT_BITSET (9), with FUTEX_PRIVATE_FLAG (128)
 /// and FUTEX_CLOCK_REALTIME (256): a filter compares, it cannot mask.
 const FUTEX_WAITS: &str = "op == 0 || op == 9 || op == 128 || op == 137 || op == 265 || op == 393";
@@ -352,6 +353,10 @@ impl TraceSession {
         let wait = self.features.page_wait.as_ref().ok().copied();
         let setup = |raw: &mut RawSched| -> Result<(), String> {
             write_file(&raw.instance, "trace_clock", "mono")?;
+            // A listed task's forks join the pid list from their first
+            // moment (older kernels may lack the option: then the sampler
+            // adds them, as before).
+            let _ = write_file(&raw.instance, "options/event-fork", "1");
             write_file(
                 &raw.instance,
                 "buffer_size_kb",
@@ -404,11 +409,15 @@ impl TraceSession {
         if !self.sched {
             return Ok(());
         }
+        // Tasks forked after this filter (a backend forked per
+        // connection) have higher ids: `> max` lets their events through
+        // from their first moment, the pid list (which event-fork grows at
+        // each fork of a listed task) keeping everyone else's out.
+        let max = tids.iter().max().copied().unwrap_or(0);
         let or = |field: &str| {
-            tids.iter()
-                .map(|t| format!("{field} == {t}"))
-                .collect::<Vec<_>>()
-                .join(" || ")
+            let mut any: Vec<String> = tids.iter().map(|t| format!("{field} == {t}")).collect();
+            any.push(format!("{field} > {max}"));
+            any.join(" || ")
         };
         let (prev, woken) = (or("prev_pid"), or("pid"));
         let wait_event = self.raw.as_ref().and_then(|r| r.wait_event.clone());
@@ -418,6 +427,7 @@ impl TraceSession {
             .map(|r| r.sys_events.clone())
             .unwrap_or_default();
         let futex = self.raw.as_ref().is_some_and(|r| r.futex_event) && self.chains;
+        let fork = self.raw.as_ref().is_some_and(|r| r.fmt.fork.is_some());
         if prev.len() + 20 >= MAX_FILTER_BYTES {
             return Err(format!(
                 "{} threads are too many for a scheduler filter: blocking times stay sampled",
@@ -442,6 +452,9 @@ impl TraceSession {
             }
             for e in &sys_events {
                 write_file(at, &format!("events/{e}/enable"), "0")?;
+            }
+            if fork {
+                write_file(at, &format!("events/{FORK_EVENT}/enable"), "0")?;
             }
             if futex {
                 write_file(at, &format!("events/{FUTEX_EVENT}/enable"), "0")?;
@@ -472,6 +485,10 @@ impl TraceSession {
         // Futex waits only (FUTEX_WAIT, FUTEX_WAIT_BITSET, private or
         // not): the word a thread sleeps on tells a wait for work from a
         // wait for a result (`fold::chains`).
+        // Forks of listed tasks: the new task is known to the fold at once.
+        if fork {
+            let _ = write_file(at, &format!("events/{FORK_EVENT}/enable"), "1");
+        }
         // Optional: without it every sleep is judged as before.
         if futex {
             let _ = write_file(at, &format!("events/{FUTEX_EVENT}/filter"), FUTEX_WAITS)
@@ -633,6 +650,9 @@ impl RawSched {
         }
         if self.futex_event {
             let _ = write_file(&self.instance, &format!("events/{FUTEX_EVENT}/enable"), "0");
+        }
+        if self.fmt.fork.is_some() {
+            let _ = write_file(&self.instance, &format!("events/{FORK_EVENT}/enable"), "0");
         }
         if let Err(e) = fs::remove_dir(&self.instance) {
             crate::base::error::note!(
