@@ -495,26 +495,7 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
             },
         });
     } else if let Some(s) = u16::try_from(ty).ok().and_then(|t| fmt.sys.get(&t)) {
-        let kind = if s.enter {
-            TraceKind::SysEnter {
-                call: s.call,
-                // An fd is an int in an unsigned long: its low half.
-                fd: s.fd.and_then(field).map(|v| i64::from(v as u32 as i32)),
-                bytes: s.count.and_then(field),
-                addr: s.addr.and_then(field),
-            }
-        } else {
-            TraceKind::SysExit {
-                call: s.call,
-                ret: s.ret.and_then(field).map_or(0, |v| v as i64),
-            }
-        };
-        let Some(pid) = le(rec, 4, 4) else { return };
-        out.push(TraceEvent {
-            t_mono_ns: ts,
-            tid: pid as u32,
-            kind,
-        });
+        decode_sys(rec, ts, s, out);
     } else if let Some(w) = fmt.wait.as_ref().filter(|w| ty == u64::from(w.id)) {
         let (Some(pid), Some(ino), Some(index)) = (le(rec, 4, 4), field(w.ino), field(w.index))
         else {
@@ -534,6 +515,31 @@ fn decode(rec: &[u8], ts: u64, fmt: &SchedFormat, out: &mut Vec<TraceEvent>) {
             },
         });
     }
+}
+
+/// A write-path call's entry or exit, or a futex wait's entry.
+fn decode_sys(rec: &[u8], ts: u64, s: &SysEvent, out: &mut Vec<TraceEvent>) {
+    let field = |f: Field| le(rec, f.offset, f.size);
+    let kind = if s.enter {
+        TraceKind::SysEnter {
+            call: s.call,
+            // An fd is an int in an unsigned long: its low half.
+            fd: s.fd.and_then(field).map(|v| i64::from(v as u32 as i32)),
+            bytes: s.count.and_then(field),
+            addr: s.addr.and_then(field),
+        }
+    } else {
+        TraceKind::SysExit {
+            call: s.call,
+            ret: s.ret.and_then(field).map_or(0, |v| v as i64),
+        }
+    };
+    let Some(pid) = le(rec, 4, 4) else { return };
+    out.push(TraceEvent {
+        t_mono_ns: ts,
+        tid: pid as u32,
+        kind,
+    });
 }
 
 #[cfg(test)]
