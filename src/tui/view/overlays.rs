@@ -101,10 +101,7 @@ pub(super) fn draw_chains(buf: &mut Buffer, area: Rect, app: &App, th: &Theme) {
     if lines.is_empty() {
         // Said as two short lines: the popup is at most 100 columns wide.
         lines.push(Line::raw(" no stall has waited for another thread yet"));
-        lines.push(Line::styled(
-            " (wake-up chains need root; --chains off turns them off)",
-            th.dim(),
-        ));
+        lines.push(Line::styled(chains_hint(app), th.dim()));
     }
     let r = centered(area, w, (lines.len() as u16 + 2).min(area.height));
     popup(
@@ -117,6 +114,18 @@ pub(super) fn draw_chains(buf: &mut Buffer, area: Rect, app: &App, th: &Theme) {
 }
 
 /// The one-line "add target" input, just above the status line.
+/// Why the chains popup may be empty: chains come with `--observe`, as
+/// root, unless turned off; said only where it applies.
+fn chains_hint(app: &App) -> &'static str {
+    if app.observed().is_empty() {
+        " (wake-up chains are traced for observed processes: --observe PID)"
+    } else if app.header().tracing.is_err() {
+        " (wake-up chains need tracing: run as root)"
+    } else {
+        " (--chains off turns them off)"
+    }
+}
+
 pub(super) fn draw_prompt(buf: &mut Buffer, area: Rect, status: Rect, text: &str, th: &Theme) {
     let label = "add target: ";
     let w = area.width.min(72);

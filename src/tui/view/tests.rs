@@ -691,3 +691,33 @@ fn a_waiting_stall_shows_its_chain_and_w_shows_it_hop_by_hop() {
     app.on_action(Action::Dismiss);
     assert!(!all(&render(&app, 120, 40)).contains("wake-up chains"));
 }
+
+#[test]
+fn an_empty_chains_popup_says_why_only_where_it_applies() {
+    let hint = |observe: bool, tracing: Result<(), String>| {
+        let mut h = header();
+        h.tracing = tracing;
+        let mut app = App::new(h, vec![], 120, Style::default());
+        if observe {
+            app.observe(&[crate::model::observed::Watched {
+                pid: 1,
+                comm: "postgres".into(),
+            }]);
+        }
+        app.on_action(Action::ToggleChains);
+        all(&render(&app, 120, 40))
+    };
+    let no_observe = hint(false, Ok(()));
+    assert!(no_observe.contains("--observe PID"), "{no_observe}");
+    assert!(
+        !no_observe.contains("need"),
+        "root is not the reason: {no_observe}"
+    );
+    let not_root = hint(true, Err("not root".into()));
+    assert!(not_root.contains("run as root"), "{not_root}");
+    let root = hint(true, Ok(()));
+    assert!(
+        !root.contains("root"),
+        "root is told nothing about root: {root}"
+    );
+}
