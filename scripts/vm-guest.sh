@@ -260,6 +260,9 @@ pg_figures() { # jsonl -> sets nobs timings nstall nsync nsync_high bycause
   nsync=$(jq -r 'select(.type=="stall" and .cause=="sync") | .cause' "$1" | wc -l)
   nsync_high=$(jq -r 'select(.type=="stall" and .cause=="sync" and .confidence=="high") | .cause' "$1" | wc -l)
   bycause=$(jq -r 'select(.type=="stall") | .cause' "$1" | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
+  # One stall per system call (#23): sync stalls bounded by the call's entry and exit.
+  ncall=$(jq -r 'select(.type=="stall" and .bounds=="syscall") | .syscall' "$1" | grep -cE '^(fsync|fdatasync)$')
+  bybounds=$(jq -r 'select(.type=="stall") | .bounds // "none"' "$1" | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
 }
 
 # --- the checks -----------------------------------------------------------------------
@@ -353,14 +356,18 @@ guest_tests() {
         "$nobs observed lines, timing: ${timings:-none}; pgbench ${tps:-?} tps" "postgres timing sched"
       check pg-sync-stalls "$([ "$nsync" -gt 0 ] && echo ok)" \
         "$nsync sync stalls ($nsync_high high confidence) of $nstall: ${bycause:-none}" "postgres $nsync sync stalls"
+      check pg-call-bounds "$([ "$ncall" -gt 0 ] && echo ok)" \
+        "$ncall fsync/fdatasync stalls bounded by their call; bounds: ${bybounds:-none}" "postgres $ncall call-bounded"
     else
       tail -5 "$W/initdb.log" "$PGLOG/server.log" 2>/dev/null | indent
       fail pg-sched-timing "PostgreSQL did not start"
       fail pg-sync-stalls "PostgreSQL did not start"
+      fail pg-call-bounds "PostgreSQL did not start"
     fi
   else
     fail pg-sched-timing "not run: lab up failed"
     fail pg-sync-stalls "not run: lab up failed"
+    fail pg-call-bounds "not run: lab up failed"
   fi
   say "stallscope lab down"
   stallscope lab down >"$W/pglabdown.txt" 2>&1

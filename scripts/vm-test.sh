@@ -30,7 +30,8 @@
 # high-confidence dirty_throttle stall within 10 s), lab-down-clean (cgroup
 # tree and controllers, io.max, dirty sysctls, mounts, loop devices as
 # before lab up); pg-lab-up, pg-sched-timing (every `observed` line timed
-# "sched"), pg-sync-stalls, pg-lab-down-clean; fixtures. When a lab up
+# "sched"), pg-sync-stalls, pg-call-bounds (fsync/fdatasync stalls bounded
+# by their call), pg-lab-down-clean; fixtures. When a lab up
 # cannot cap, a DIAG (no check) caps by hand the cgroup-v2 way.
 #
 # Measured 2026-12-04 on a 2-core host: a cold image build 95-121 s (whole
