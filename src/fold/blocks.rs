@@ -265,15 +265,21 @@ impl BlockTimer {
     /// which can no longer grow.
     pub fn enter(&mut self, tid: u32, call: CallOpen) -> Option<Run> {
         self.calls.insert(tid, call);
-        if self.open.contains_key(&tid) {
-            return None; // events out of order: keep the block's run
-        }
+        self.running(tid);
         self.runs.remove(&tid).filter(|r| r.end_ns.is_some())
+    }
+
+    /// The thread is running (it entered or left a call, or went to sleep
+    /// in S): a block still open has lost its wakeup event, and is dropped
+    /// rather than left to end at some later wakeup.
+    pub fn running(&mut self, tid: u32) {
+        self.open.remove(&tid);
     }
 
     /// The thread left its traced system call at `t_ns`: the call's run,
     /// if it blocked, ends here.
     pub fn exit(&mut self, tid: u32, t_ns: u64) -> Option<Run> {
+        self.running(tid);
         let c = self.calls.remove(&tid)?;
         if !self.runs.get(&tid).is_some_and(|r| r.is_call(&c)) {
             return None;
@@ -618,6 +624,29 @@ mod tests {
         b.wake(7, 500 * MS, w());
         let r = b.exit(7, 501 * MS).unwrap();
         assert_eq!(r.stack.as_deref(), Some(COMMIT), "3 samples against 2");
+    }
+
+    #[test]
+    fn a_block_whose_wakeup_was_lost_is_dropped_when_the_thread_runs() {
+        let mut b = BlockTimer::default();
+        b.block(1, 7, 0, "osd");
+        // No wakeup event; then the thread enters a call: it ran.
+        b.enter(7, call("fdatasync", 500 * MS));
+        b.block(1, 7, 510 * MS, "osd");
+        b.wake(7, 600 * MS, w());
+        let r = b.exit(7, 601 * MS).unwrap();
+        assert_eq!(
+            (r.start_ns, r.blocked_ns),
+            (500 * MS, 90 * MS),
+            "not from 0"
+        );
+        b.block(1, 7, 700 * MS, "osd");
+        b.running(7);
+        assert_eq!(
+            b.wake(7, 5_000 * MS, w()),
+            (None, 0),
+            "the stale block is gone"
+        );
     }
 
     #[test]

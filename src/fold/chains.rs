@@ -25,6 +25,9 @@ use std::collections::{HashMap, VecDeque};
 /// flush thread takes 10–20 ms after its fdatasync (the manifest, the
 /// version) before it wakes the writer.
 pub const WAKE_GAP_NS: u64 = 20_000_000;
+/// A waker that has not slept since its wait ended went straight from it
+/// to the wakeup however long it ran on a busy CPU, up to this.
+pub const WAKE_RUN_NS: u64 = 250_000_000;
 /// The waker's waits must cover at least this share of a sleep for it to
 /// be a stall: a thread that waited mostly for another one's work on the
 /// CPU (a main thread joining its workers) is not stalled on writes.
@@ -162,6 +165,8 @@ pub struct Chains {
     /// Words each thread was seen to sleep on while idle: a long sleep
     /// there woken by a timer, or by a thread that had waited on nothing.
     idle_sites: HashMap<u32, VecDeque<u64>>,
+    /// When each thread last went to sleep (S or D).
+    last_sleep: HashMap<u32, u64>,
     starved: Vec<Starved>,
 }
 
@@ -177,6 +182,7 @@ impl Chains {
     /// A watched thread went to sleep in S.
     pub fn sleep(&mut self, pid: u32, tid: u32, t_ns: u64, comm: impl Into<Comm>) {
         let site = self.next_site.remove(&tid);
+        self.last_sleep.insert(tid, t_ns);
         self.asleep.insert(
             tid,
             Asleep {
@@ -186,6 +192,11 @@ impl Chains {
                 site,
             },
         );
+    }
+
+    /// A watched thread (or a waker) went to sleep in D at `t_ns`.
+    pub fn blocked(&mut self, tid: u32, t_ns: u64) {
+        self.last_sleep.insert(tid, t_ns);
     }
 
     /// A watched thread entered a futex wait on `addr`: its next sleep is
@@ -358,7 +369,17 @@ impl Chains {
             .iter()
             .filter(|s| s.end_ns <= end)
             .max_by_key(|s| s.end_ns)?;
-        if end - last.end_ns > WAKE_GAP_NS {
+        // Straight out of its wait: soon after, or without a sleep of its
+        // own since (it ran, on a CPU it may have waited for).
+        let gap = end - last.end_ns;
+        // (Only a watched waker's sleeps in S are all seen; an outside
+        // waker's, pid 0, are not.)
+        let ran_since = last.pid != 0
+            && self
+                .last_sleep
+                .get(&waker)
+                .is_some_and(|s| *s <= last.end_ns);
+        if gap > WAKE_GAP_NS && !(ran_since && gap <= WAKE_RUN_NS) {
             return None;
         }
         // A chain back to the sleeper: it waited for work its own earlier
@@ -501,6 +522,9 @@ impl Chains {
         self.asleep.remove(&tid);
         self.spans.remove(&tid);
         self.steps.remove(&tid);
+        self.last_sleep.remove(&tid);
+        self.idle_sites.remove(&tid);
+        self.next_site.remove(&tid);
     }
 
     /// Drops waits too old to explain a sleep that ends now.
@@ -666,6 +690,24 @@ mod tests {
         c.sleep(1, 10, 1750 * MS, "journal");
         assert!(c.wake(10, 2301 * MS, (11, false), None).is_some());
         assert!(c.take_starved().is_empty());
+    }
+
+    #[test]
+    fn a_waker_that_ran_on_a_busy_cpu_after_its_wait_still_explains_the_sleep() {
+        let mut c = Chains::new(20 * MS);
+        // 11's fsync 150..1100 ms; it wakes 10 at 1130 ms, 30 ms later,
+        // without having slept since (it waited for a CPU).
+        c.blocked(11, 150 * MS);
+        c.add_run(fsync_run(11, 150, 1100));
+        c.sleep(1, 10, 100 * MS, "op");
+        assert!(c.wake(10, 1130 * MS, (11, false), None).is_some());
+        // The same, but 11 slept again at 1110 ms: not straight out of it.
+        c.blocked(11, 1200 * MS);
+        c.add_run(fsync_run(11, 1200, 2100));
+        c.sleep(1, 11, 2110 * MS, "fstore");
+        c.wake(11, 2112 * MS, (0, true), None);
+        c.sleep(1, 10, 1150 * MS, "op");
+        assert!(c.wake(10, 2130 * MS, (11, false), None).is_none());
     }
 
     #[test]

@@ -108,12 +108,16 @@ impl Aggregator {
         match kind {
             TraceKind::SchedBlock { comm, sleep: false } => {
                 self.blocks.block(pid, tid, t_ns, *comm);
+                if let Some(c) = self.chains.as_mut() {
+                    c.blocked(tid, t_ns);
+                }
             }
             // A waker outside the watched processes counts by its kernel
             // waits only: its sleeps (a client waiting for its server)
             // would chain idle waits to it.
             TraceKind::SchedBlock { sleep: true, .. } if pid == WAKER_PID => {}
             TraceKind::SchedBlock { comm, sleep: true } => {
+                self.blocks.running(tid);
                 if let Some(c) = self.chains.as_mut() {
                     c.sleep(pid, tid, t_ns, *comm);
                 }
