@@ -7,7 +7,10 @@
 //! build wrote past the run's end (ops that finished while the writers
 //! stopped: 2 ops, a 30 ms p50, a drop to nothing on the chart) is folded
 //! into the last whole interval, as runs do now — the observe fixture's
-//! 6.0 s run reports 6 intervals, not 7. One fixture has
+//! 6.0 s run reports 6 intervals, not 7; and (2026-12-05) an observed
+//! process's line says the wall time any thread was stalled, clipped to
+//! the span, beside the thread time, and lists time by thread name. One
+//! fixture has
 //! writers and an observed process with stalls of both (capped lab ext4,
 //! root, tracing), the other the dashboard's runtime markers.
 

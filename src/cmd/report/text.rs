@@ -99,9 +99,13 @@ struct ObservedSpan {
 
 fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f64)>) -> String {
     let thread_time: u64 = own.iter().map(|s| s.ev.dur()).sum();
+    // The wall time stalled is clipped to the span: a stall that ends after
+    // the last interval (the process kept blocking as the run stopped)
+    // counts in thread time, but the span cannot hold more than itself.
+    let (lo, hi) = span.map_or((0, 0), |(a, b)| ((a * 1e9) as u64, (b * 1e9) as u64));
     let mut union = crate::model::snapshot::SpanUnion::default();
     for s in own {
-        union.add(s.ev.start_ns, s.ev.start_ns + s.ev.dur());
+        union.add(s.ev.start_ns.max(lo), (s.ev.start_ns + s.ev.dur()).min(hi));
     }
     let wall = span.map_or(0.0, |(a, b)| b - a);
     let mut out = format!(
