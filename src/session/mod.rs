@@ -879,12 +879,15 @@ impl Session {
     }
 
     fn drain_trace(&mut self) {
+        // Every event up to now is in the buffers: the drain folds them all.
+        let through = self.now_ns();
         if let Some(t) = self.trace.as_mut() {
             t.drain_into(&mut self.trace_buf);
             for ev in self.trace_buf.drain(..) {
                 self.agg
                     .fold_trace(self.clock.from_mono(ev.t_mono_ns), ev.tid, ev.kind);
             }
+            self.agg.set_trace_through(through);
         }
     }
 

@@ -5,6 +5,7 @@
 pub mod etcd;
 pub mod observer;
 pub mod pg;
+pub mod rocks;
 pub mod sched_truth;
 
 use std::process::Command;
