@@ -29,7 +29,9 @@
 //! CI runs three cells that between them take every value of each factor
 //! (25 s of db_bench each); `STALLSCOPE_ROCKS_MATRIX=full` runs all 16
 //! (`scripts/rocksdb-matrix.sh`, which prints the table for the README).
-//! `STALLSCOPE_ROCKS_CELL_S` sets each cell's db_bench duration. Each
+//! `STALLSCOPE_ROCKS_CELL_S` sets each cell's db_bench duration,
+//! `STALLSCOPE_ROCKS_CELLS` (comma-separated parts of cell names such as
+//! `wal-on_limit-off_4w_slowdowns`) picks cells. Each
 //! cell's files are kept in a folder named on stderr
 //! (`STALLSCOPE_TEST_KEEP` to choose it).
 
@@ -43,14 +45,17 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// db_bench's `--benchmark_write_rate_limit` in the cells with a user
-/// limit, bytes/s: under what the capped disk takes, so that RocksDB still
-/// stalls but db_bench sleeps in its limiter too.
-const RATE_LIMIT: u64 = 5 << 20;
+/// limit, bytes/s: above what flush and compaction keep up with on the
+/// capped disk (about 9 MB/s), so that RocksDB still stalls, and far under
+/// what db_bench writes between stalls, so that it sleeps in its limiter
+/// too. (5 MiB/s kept RocksDB from stalling at all.)
+const RATE_LIMIT: u64 = 12 << 20;
 /// RocksDB's delayed write rate in the slowdown cells (2 MiB/s): low
 /// enough that the flush keeps up and the writer is slowed, not stopped.
 const DELAYED_RATE: u64 = 2 << 20;
-/// A cell whose RocksDB stall time is under this is shown, not judged.
-const MIN_STALL_MS: f64 = 2_000.0;
+/// A cell whose RocksDB stall time is under this is shown, not judged
+/// (half a second is still some 500 delay steps).
+const MIN_STALL_MS: f64 = 500.0;
 const TOLERANCE: f64 = 0.10;
 
 #[derive(Clone, Copy, Debug)]
@@ -147,6 +152,13 @@ struct Outcome {
     cell: Cell,
     rocks: RocksFigures,
     bench_s: f64,
+    held: Held,
+    keep: std::path::PathBuf,
+}
+
+/// stallscope's side of a cell.
+#[derive(Debug, Default)]
+struct Held {
     /// The writers' RocksDB waits joined over the writer threads, ms.
     held_ms: f64,
     /// The same added up over the threads (thread time), ms.
@@ -159,12 +171,11 @@ struct Outcome {
     other_ms: f64,
     /// `app_delay` stalls of threads other than the writers, ms.
     stray_delay_ms: f64,
-    keep: std::path::PathBuf,
 }
 
 impl Outcome {
     fn ratio(&self) -> f64 {
-        self.held_ms / self.rocks.stall_ms
+        self.held.held_ms / self.rocks.stall_ms
     }
 
     fn judged(&self) -> bool {
@@ -219,11 +230,7 @@ fn union_ms(mut spans: Vec<(f64, f64)>) -> f64 {
 }
 
 /// stallscope's side of one cell from what it printed.
-fn measure(
-    out: &Observed,
-    pid: u32,
-    writers: &BTreeSet<u32>,
-) -> (f64, f64, f64, f64, f64, f64, f64) {
+fn measure(out: &Observed, pid: u32, writers: &BTreeSet<u32>) -> Held {
     let stalls: Vec<&Value> = out
         .of("stall")
         .filter(|s| s["pid"].as_u64() == Some(u64::from(pid)))
@@ -264,17 +271,15 @@ fn measure(
             (t, t + dur(s))
         })
         .collect();
-    let held_ms = union_ms(spans) + short_ms;
-    let held_thread_ms = made.iter().map(|s| dur(s)).sum::<f64>() + short_ms;
-    (
-        held_ms,
-        held_thread_ms,
+    Held {
+        held_ms: union_ms(spans) + short_ms,
+        held_thread_ms: made.iter().map(|s| dur(s)).sum::<f64>() + short_ms,
         delay_ms,
         short_ms,
         stop_ms,
         other_ms,
         stray_delay_ms,
-    )
+    }
 }
 
 fn run_cell(cell: Cell, mount: &Path, keep_root: &Path, secs: u64) -> Outcome {
@@ -333,19 +338,11 @@ fn run_cell(cell: Cell, mount: &Path, keep_root: &Path, secs: u64) -> Outcome {
         cell.writers as usize,
         "the writer threads were seen"
     );
-    let (held_ms, held_thread_ms, delay_ms, short_ms, stop_ms, other_ms, stray_delay_ms) =
-        measure(&out, pid, &writers);
     Outcome {
         cell,
         rocks: parse_figures(&bench_txt, &log),
         bench_s,
-        held_ms,
-        held_thread_ms,
-        delay_ms,
-        short_ms,
-        stop_ms,
-        other_ms,
-        stray_delay_ms,
+        held: measure(&out, pid, &writers),
         keep,
     }
 }
@@ -366,20 +363,20 @@ fn table(outs: &[Outcome]) -> String {
         t.push_str(&format!(
             "| {} | {} | {} | {} | {} / {} | {:.1} | {:.1} | {:.3} | {} | {:.1} ({:.2}) | {:.1} | {:.1} | {:.1} |\n",
             if c.wal { "on" } else { "off" },
-            if c.limit { "5 MiB/s" } else { "none" },
+            if c.limit { "12 MiB/s" } else { "none" },
             c.writers,
             if c.stops { "stops" } else { "slowdowns" },
             o.rocks.l0_slowdowns + o.rocks.memtable_slowdowns,
             o.rocks.l0_stops + o.rocks.memtable_stops,
             o.rocks.stall_ms / 1e3,
-            o.held_ms / 1e3,
+            o.held.held_ms / 1e3,
             o.ratio(),
             verdict,
-            (o.delay_ms + o.short_ms) / 1e3,
-            o.short_ms / 1e3,
-            o.stop_ms / 1e3,
-            o.held_thread_ms / 1e3,
-            o.other_ms / 1e3,
+            (o.held.delay_ms + o.held.short_ms) / 1e3,
+            o.held.short_ms / 1e3,
+            o.held.stop_ms / 1e3,
+            o.held.held_thread_ms / 1e3,
+            o.held.other_ms / 1e3,
         ));
     }
     t
@@ -400,7 +397,11 @@ fn rocksdb_matrix_writers_held_time_matches_stall_micros() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(25);
-    let cells = if full { Cell::all() } else { Cell::ci() };
+    let only = std::env::var("STALLSCOPE_ROCKS_CELLS").unwrap_or_default();
+    let cells: Vec<Cell> = if full { Cell::all() } else { Cell::ci() }
+        .into_iter()
+        .filter(|c| only.split(',').any(|o| c.name().contains(o)))
+        .collect();
     let Some(lab) = common::capped(test, "ext4", 20) else {
         return;
     };
@@ -413,9 +414,9 @@ fn rocksdb_matrix_writers_held_time_matches_stall_micros() {
             "  {:.1} s: stall.micros {:.1} s, writers held {:.1} s (ratio {:.3}); app_delay stalls of other threads {:.1} s; files in {}",
             o.bench_s,
             o.rocks.stall_ms / 1e3,
-            o.held_ms / 1e3,
+            o.held.held_ms / 1e3,
             o.ratio(),
-            o.stray_delay_ms / 1e3,
+            o.held.stray_delay_ms / 1e3,
             o.keep.display()
         );
         outs.push(o);

@@ -28,6 +28,11 @@ use std::collections::{HashMap, VecDeque};
 /// flush thread takes 10–20 ms after its fdatasync (the manifest, the
 /// version) before it wakes the writer.
 pub const WAKE_GAP_NS: u64 = 20_000_000;
+/// Or this share of the sleep, when more: on a busy machine that work
+/// after the fdatasync waits for a CPU too (21 ms seen after a 3.2 s
+/// fdatasync that covered a writer's 3.5 s stop), and a waker whose waits
+/// covered seconds of the sleep did not come from somewhere else.
+pub const WAKE_GAP_SHARE: u64 = 50;
 /// The waker's waits must cover at least this share of a sleep for it to
 /// be a stall: a thread that waited mostly for another one's work on the
 /// CPU (a main thread joining its workers) is not stalled on writes.
@@ -250,10 +255,15 @@ impl Chains {
             self.step(tid, &a, t_ns);
             return None;
         }
+        let behind = !irq && self.just_stepped(waker, tid, a.pid, t_ns);
         if let Some(s) = self.steps.get_mut(&tid).filter(|s| !s.closed) {
-            if dur <= DELAY_STEP_NS.1 && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS {
+            if (dur <= DELAY_STEP_NS.1 || behind)
+                && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS
+            {
                 // A short wait between steps (the mutex the application
-                // takes to check again) is part of the delay.
+                // takes to check again) is part of the delay, and so is a
+                // wait for a sibling's steps (writers queued behind the
+                // one that sleeps for them all).
                 s.end_ns = t_ns;
             } else {
                 s.closed = true;
@@ -277,6 +287,15 @@ impl Chains {
             via: stall.via.clone(),
         });
         Some(stall)
+    }
+
+    /// Whether `waker`, another thread of process `pid`, woke `tid` at
+    /// `t_ns` straight out of a run of delay steps.
+    fn just_stepped(&self, waker: u32, tid: u32, pid: u32, t_ns: u64) -> bool {
+        waker != tid
+            && self.steps.get(&waker).is_some_and(|w| {
+                !w.closed && w.pid == pid && t_ns.saturating_sub(w.end_ns) <= DELAY_STEP_NS.1
+            })
     }
 
     /// One more timer step of `tid`: joins its run of steps, or starts one
@@ -328,7 +347,7 @@ impl Chains {
             .iter()
             .filter(|s| s.end_ns <= end)
             .max_by_key(|s| s.end_ns)?;
-        if end - last.end_ns > WAKE_GAP_NS {
+        if end - last.end_ns > WAKE_GAP_NS.max((end - start) / WAKE_GAP_SHARE) {
             return None;
         }
         // A chain back to the sleeper: it waited for work its own earlier
@@ -757,5 +776,57 @@ mod tests {
             t = steps(&mut c, 10, t, 1, us * 1000);
         }
         assert_eq!(c.tick(t + 5 * MS, &[]), Delays::default());
+    }
+
+    #[test]
+    fn writers_queued_behind_a_sibling_s_steps_are_delayed_too() {
+        let mut c = Chains::new(20 * MS);
+        c.add_run(fsync_run(11, 0, 2000));
+        // Four writers take turns, 1.25 ms each: the leader sleeps a 1 ms
+        // step, wakes the next 0.2 ms after it and waits (3.7 ms, longer
+        // than a step) until the writer before it wakes it.
+        let w = [10u32, 12, 13, 14];
+        let slot = 1_250_000;
+        for k in 0..40u64 {
+            let tk = 100 * MS + k * slot;
+            let me = w[(k % 4) as usize];
+            let next = w[((k + 1) % 4) as usize];
+            c.sleep(1, me, tk, "writer");
+            assert!(c.wake(me, tk + MS, (0, true), None).is_none());
+            if c.asleep_since(next).is_some() {
+                assert!(c.wake(next, tk + 1_200_000, (me, false), None).is_none());
+            }
+            c.sleep(1, me, tk + 1_210_000, "writer");
+        }
+        let d = c.tick(200 * MS, &[]);
+        assert!(d.short.is_empty(), "{d:?}");
+        assert_eq!(d.stalls.len(), 4, "one run each: {d:?}");
+        for s in &d.stalls {
+            assert_eq!(s.evidence.timer_sleeps, Some(10), "its own steps");
+            assert!(s.end_ns - s.start_ns > 45 * MS, "{s:?}");
+        }
+        // Woken by a sibling that was not stepping: the run ends there.
+        let mut c = Chains::new(20 * MS);
+        c.add_run(fsync_run(11, 0, 2000));
+        let t = steps(&mut c, 10, 100 * MS, 10, MS);
+        c.sleep(1, 10, t, "writer");
+        c.wake(10, t + 4 * MS, (12, false), None);
+        let t = steps(&mut c, 10, t + 4 * MS, 10, MS);
+        let d = c.tick(t + 10 * MS, &[]);
+        assert_eq!(d.short.len(), 2, "{d:?}");
+    }
+
+    #[test]
+    fn a_long_sleep_allows_a_longer_way_from_the_wait_to_the_wakeup() {
+        let mut c = Chains::new(20 * MS);
+        // A 3.5 s stop; the flush thread's fdatasync covered it and it woke
+        // the writer 21 ms after (its manifest work waited for a CPU).
+        c.add_run(fsync_run(11, 130, 3420));
+        c.sleep(1, 10, 100 * MS, "writer");
+        assert!(c.wake(10, 3441 * MS, (11, false), None).is_some());
+        // 21 ms after is too late for a 500 ms sleep (2 %: 10 ms; 20 ms).
+        c.add_run(fsync_run(11, 4010, 4479));
+        c.sleep(1, 10, 4000 * MS, "writer");
+        assert!(c.wake(10, 4500 * MS, (11, false), None).is_none());
     }
 }
