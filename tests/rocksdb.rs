@@ -17,10 +17,9 @@
 
 mod common;
 
-use common::observer::Observer;
-use common::rocks::{busiest_db_bench_threads, keep_dir, parse_figures, DbBench};
+use common::rocks::{keep_dir, observe_db_bench, parse_figures};
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long db_bench runs fillrandom (its --duration, seconds).
 const BENCH_S: u64 = 60;
@@ -86,47 +85,21 @@ fn rocksdb_writer_stalls_match_rocksdbs_own_accounting() {
         format!("--db={}", db.display()),
     ]
     .into();
-    let bench = DbBench::start_stopped(&args, &keep.join("db_bench.txt"));
-    let pid = bench.pid();
     let rec = keep.join("stallscope.rec.jsonl");
-    let mut obs = Observer::start(&[
-        "--observe",
-        &pid.to_string(),
+    let rec_arg = rec.to_string_lossy().to_string();
+    let obs_args = [
         "--stall-threshold",
         "20ms",
         "--chains",
         "auto",
         "--record",
-        &rec.to_string_lossy(),
-    ]);
-    obs.wait_attached(30);
-    let t0 = Instant::now();
-    bench.resume();
-    let mut bench = bench;
-    // The writer is the busiest db_bench thread; look while it runs.
-    let mut writer = None;
-    let status = loop {
-        if let Some(st) = bench.try_wait() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(3) {
-            writer = busiest_db_bench_threads(pid, 1).first().copied().or(writer);
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(BENCH_S * 3),
-            "db_bench still running after {} s",
-            BENCH_S * 3
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    let bench_s = t0.elapsed().as_secs_f64();
-    std::thread::sleep(Duration::from_millis(500));
-    let out = obs.stop(true);
-    let bench_txt = std::fs::read_to_string(keep.join("db_bench.txt")).unwrap();
-    let log = std::fs::read_to_string(db.join("LOG")).unwrap_or_default();
-    let _ = std::fs::write(keep.join("LOG"), &log);
-    let _ = std::fs::write(keep.join("stallscope.jsonl"), &out.stdout);
-    let _ = std::fs::write(keep.join("stallscope.err"), &out.stderr);
+        &rec_arg,
+    ];
+    let limit = Duration::from_secs(BENCH_S * 3);
+    let run = observe_db_bench(&db, &args, &obs_args, 1, &keep, limit);
+    let (status, bench_s, out) = (run.status, run.bench_s, run.out);
+    let (bench_txt, log) = (run.bench_txt, run.log);
+    let writer = run.writers.first().copied();
     let svg = keep.join("rocksdb.svg");
     let report = common::bin()
         .args(["report", &rec.to_string_lossy(), "--svg"])
@@ -142,7 +115,7 @@ fn rocksdb_writer_stalls_match_rocksdbs_own_accounting() {
         "report: {}",
         String::from_utf8_lossy(&report.stderr)
     );
-    let (writer, _) = writer.expect("the writer thread was seen");
+    let writer = writer.expect("the writer thread was seen");
     let rocks = parse_figures(&bench_txt, &log);
 
     let stalls: Vec<&Value> = out.of("stall").collect();

@@ -37,12 +37,12 @@
 
 mod common;
 
-use common::observer::{Observed, Observer};
-use common::rocks::{busiest_db_bench_threads, keep_dir, parse_figures, DbBench, RocksFigures};
+use common::observer::Observed;
+use common::rocks::{keep_dir, observe_db_bench, parse_figures, RocksFigures};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// db_bench's `--benchmark_write_rate_limit` in the cells with a user
 /// limit, bytes/s: above what flush and compaction keep up with on the
@@ -289,46 +289,13 @@ fn run_cell(cell: Cell, mount: &Path, keep_root: &Path, secs: u64) -> Outcome {
     let _ = std::fs::remove_dir_all(&db);
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
-    let bench = DbBench::start_stopped(&cell.args(&db, secs), &keep.join("db_bench.txt"));
-    let pid = bench.pid();
-    let mut obs = Observer::start(&[
-        "--observe",
-        &pid.to_string(),
-        "--stall-threshold",
-        "20ms",
-        "--chains",
-        "auto",
-    ]);
-    obs.wait_attached(30);
-    let t0 = Instant::now();
-    bench.resume();
-    let mut bench = bench;
-    let mut writers: BTreeSet<u32> = BTreeSet::new();
-    let status = loop {
-        if let Some(st) = bench.try_wait() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(3) {
-            let top = busiest_db_bench_threads(pid, cell.writers as usize);
-            if top.len() == cell.writers as usize {
-                writers = top.into_iter().map(|(t, _)| t).collect();
-            }
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs * 4 + 30),
-            "db_bench still running after {} s",
-            secs * 4 + 30
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    let bench_s = t0.elapsed().as_secs_f64();
-    std::thread::sleep(Duration::from_millis(500));
-    let out = obs.stop(true);
-    let bench_txt = std::fs::read_to_string(keep.join("db_bench.txt")).unwrap();
-    let log = std::fs::read_to_string(db.join("LOG")).unwrap_or_default();
-    let _ = std::fs::write(keep.join("LOG"), &log);
-    let _ = std::fs::write(keep.join("stallscope.jsonl"), &out.stdout);
-    let _ = std::fs::write(keep.join("stallscope.err"), &out.stderr);
+    let obs_args = ["--stall-threshold", "20ms", "--chains", "auto"];
+    let n = cell.writers as usize;
+    let limit = Duration::from_secs(secs * 4 + 30);
+    let run = observe_db_bench(&db, &cell.args(&db, secs), &obs_args, n, &keep, limit);
+    let (status, pid, bench_s, out) = (run.status, run.pid, run.bench_s, run.out);
+    let (bench_txt, log) = (run.bench_txt, run.log);
+    let writers: BTreeSet<u32> = run.writers.into_iter().collect();
     let _ = std::fs::write(keep.join("writers.txt"), format!("{writers:?}\n"));
     let _ = std::fs::remove_dir_all(&db);
     assert_eq!(status, 0, "db_bench ({}): {bench_txt}", cell.name());

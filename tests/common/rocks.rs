@@ -2,7 +2,9 @@
 //! stopped so that stallscope is attached before it writes, its writer
 //! threads found, RocksDB's own stall accounting read from its output.
 
+use super::observer::{Observed, Observer};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// db_bench, started stopped; killed on drop if still there.
 pub struct DbBench {
@@ -194,4 +196,78 @@ pub fn keep_dir(name: &str) -> PathBuf {
     );
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// One db_bench run observed by stallscope, and what both printed.
+pub struct Observation {
+    /// db_bench's exit status.
+    pub status: i32,
+    pub pid: u32,
+    /// Seconds from letting db_bench go to its end.
+    pub bench_s: f64,
+    /// Its busiest threads named `db_bench` (the writers), last seen.
+    pub writers: Vec<u32>,
+    pub out: Observed,
+    /// db_bench's output and the database's LOG.
+    pub bench_txt: String,
+    pub log: String,
+}
+
+/// Runs `db_bench ARGS` (database in `db`) under `stallscope run --observe
+/// PID` plus `obs_args`, with `n_writers` writer threads; keeps what both
+/// printed and the LOG in `keep`. Panics when db_bench runs past `limit`.
+pub fn observe_db_bench(
+    db: &Path,
+    args: &[String],
+    obs_args: &[&str],
+    n_writers: usize,
+    keep: &Path,
+    limit: Duration,
+) -> Observation {
+    let bench = DbBench::start_stopped(args, &keep.join("db_bench.txt"));
+    let pid = bench.pid();
+    let mut full = vec!["--observe".to_string(), pid.to_string()];
+    full.extend(obs_args.iter().map(ToString::to_string));
+    let full: Vec<&str> = full.iter().map(String::as_str).collect();
+    let mut obs = Observer::start(&full);
+    obs.wait_attached(30);
+    let t0 = Instant::now();
+    bench.resume();
+    let mut bench = bench;
+    // The writers are the busiest db_bench threads; look while they run.
+    let mut writers = Vec::new();
+    let status = loop {
+        if let Some(st) = bench.try_wait() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(3) {
+            let top = busiest_db_bench_threads(pid, n_writers);
+            if top.len() == n_writers {
+                writers = top.into_iter().map(|(t, _)| t).collect();
+            }
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "db_bench still running after {} s",
+            limit.as_secs()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let bench_s = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = obs.stop(true);
+    let bench_txt = std::fs::read_to_string(keep.join("db_bench.txt")).unwrap();
+    let log = std::fs::read_to_string(db.join("LOG")).unwrap_or_default();
+    let _ = std::fs::write(keep.join("LOG"), &log);
+    let _ = std::fs::write(keep.join("stallscope.jsonl"), &out.stdout);
+    let _ = std::fs::write(keep.join("stallscope.err"), &out.stderr);
+    Observation {
+        status,
+        pid,
+        bench_s,
+        writers,
+        out,
+        bench_txt,
+        log,
+    }
 }
