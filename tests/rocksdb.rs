@@ -17,10 +17,9 @@
 
 mod common;
 
-use common::observer::Observer;
+use common::rocks::{keep_dir, observe_db_bench, parse_figures};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long db_bench runs fillrandom (its --duration, seconds).
 const BENCH_S: u64 = 60;
@@ -35,207 +34,6 @@ const KERNEL_WAITS: [&str; 6] = [
     "device",
     "fault",
 ];
-
-/// db_bench, started stopped; killed on drop if still there.
-struct DbBench {
-    pid: u32,
-    exited: Option<i32>,
-}
-
-impl DbBench {
-    /// Starts db_bench on `db`, stopped before it execs (its comm already
-    /// `db_bench`, so stallscope names it right); stdout and stderr go to
-    /// `out`. A raw fork: std's spawn waits for the exec, which a child
-    /// stopped before it never reaches.
-    fn start_stopped(db: &Path, out: &Path) -> DbBench {
-        use std::ffi::CString;
-        use std::os::fd::AsRawFd;
-        let args: Vec<CString> = [
-            "db_bench".to_string(),
-            "--benchmarks=fillrandom,stats".into(),
-            "--threads=1".into(),
-            "--disable_wal=1".into(),
-            "--write_buffer_size=16777216".into(),
-            "--max_write_buffer_number=2".into(),
-            "--level0_file_num_compaction_trigger=2".into(),
-            "--level0_slowdown_writes_trigger=4".into(),
-            "--level0_stop_writes_trigger=8".into(),
-            "--max_background_jobs=1".into(),
-            "--statistics".into(),
-            "--value_size=1000".into(),
-            "--num=1000000000".into(),
-            format!("--duration={BENCH_S}"),
-            format!("--db={}", db.display()),
-        ]
-        .into_iter()
-        .map(|a| CString::new(a).unwrap())
-        .collect();
-        let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-        argv.push(std::ptr::null());
-        let log = std::fs::File::create(out).unwrap();
-        let null = std::fs::File::open("/dev/null").unwrap();
-        let (log_fd, null_fd) = (log.as_raw_fd(), null.as_raw_fd());
-        // SAFETY: the child makes only async-signal-safe calls (prctl,
-        // dup2, raise, execvp, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-        if pid == 0 {
-            // SAFETY: see above.
-            unsafe {
-                libc::prctl(libc::PR_SET_NAME, c"db_bench".as_ptr());
-                libc::dup2(null_fd, 0);
-                libc::dup2(log_fd, 1);
-                libc::dup2(log_fd, 2);
-                libc::raise(libc::SIGSTOP);
-                libc::execvp(argv[0], argv.as_ptr());
-                libc::_exit(127);
-            }
-        }
-        let b = DbBench {
-            pid: pid as u32,
-            exited: None,
-        };
-        let mut st = 0;
-        // SAFETY: waitpid on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut st, libc::WUNTRACED) };
-        assert!(
-            r == pid && libc::WIFSTOPPED(st),
-            "db_bench did not stop: {st:#x}"
-        );
-        b
-    }
-
-    fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    fn resume(&self) {
-        // SAFETY: kill with our child's pid.
-        unsafe { libc::kill(self.pid as i32, libc::SIGCONT) };
-    }
-
-    /// Its exit status once it has ended (127: db_bench could not start).
-    fn try_wait(&mut self) -> Option<i32> {
-        if self.exited.is_none() {
-            let mut st = 0;
-            // SAFETY: waitpid on our own child.
-            let r = unsafe { libc::waitpid(self.pid as i32, &mut st, libc::WNOHANG) };
-            if r == self.pid as i32 && (libc::WIFEXITED(st) || libc::WIFSIGNALED(st)) {
-                self.exited = Some(if libc::WIFEXITED(st) {
-                    libc::WEXITSTATUS(st)
-                } else {
-                    128 + libc::WTERMSIG(st)
-                });
-            }
-        }
-        self.exited
-    }
-}
-
-impl Drop for DbBench {
-    fn drop(&mut self) {
-        if self.try_wait().is_none() {
-            // SAFETY: kill and reap our own child.
-            unsafe {
-                libc::kill(self.pid as i32, libc::SIGKILL);
-                libc::waitpid(self.pid as i32, std::ptr::null_mut(), 0);
-            }
-        }
-    }
-}
-
-/// The busiest thread named `db_bench` other than the main thread: the
-/// benchmark's writer (the timer thread, also `db_bench`, hardly runs).
-fn busiest_db_bench_thread(pid: u32) -> Option<(u32, u64)> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    tasks
-        .filter_map(|t| {
-            let tid: u32 = t.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-            let comm = &stat[stat.find('(')? + 1..stat.rfind(')')?];
-            let f: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
-            // utime, stime: fields 14 and 15 of stat, 12 and 13 after comm.
-            let cpu = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            (comm == "db_bench" && tid != pid).then_some((tid, cpu))
-        })
-        .max_by_key(|&(_, cpu)| cpu)
-}
-
-/// RocksDB's own figures, from db_bench's output (`--statistics` and the
-/// `stats` benchmark) and the LOG.
-#[derive(Debug, Default)]
-struct RocksFigures {
-    /// `rocksdb.stall.micros COUNT`, in ms.
-    stall_ms: f64,
-    /// The stats' "Cumulative stall", in ms.
-    cumulative_ms: Option<f64>,
-    /// `Stalls(count)`: level0 slowdowns, level0 stops, memtable stops,
-    /// memtable slowdowns.
-    l0_slowdowns: u64,
-    l0_stops: u64,
-    memtable_stops: u64,
-    memtable_slowdowns: u64,
-    /// The LOG's warnings: "Stalling writes" (slowdown), "Stopping writes".
-    log_stalling: usize,
-    log_stopping: usize,
-    /// The fillrandom line (ops/s, MB/s).
-    fillrandom: String,
-}
-
-fn parse_figures(bench: &str, log: &str) -> RocksFigures {
-    let mut f = RocksFigures::default();
-    for l in bench.lines() {
-        if let Some(v) = l.strip_prefix("rocksdb.stall.micros COUNT : ") {
-            f.stall_ms = v.trim().parse::<f64>().unwrap() / 1e3;
-        } else if let Some(v) = l.strip_prefix("Cumulative stall: ") {
-            // 00:00:57.566 H:M:S, 95.3 percent
-            let hms: Vec<f64> = v
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .split(':')
-                .map(|x| x.parse().unwrap())
-                .collect();
-            f.cumulative_ms = Some((hms[0] * 3600.0 + hms[1] * 60.0 + hms[2]) * 1e3);
-        } else if let Some(v) = l.strip_prefix("Stalls(count): ") {
-            for item in v.split(", ") {
-                let Some((n, what)) = item.split_once(' ') else {
-                    continue;
-                };
-                let n = n.parse().unwrap_or(0);
-                match what {
-                    "level0_slowdown" => f.l0_slowdowns = n,
-                    "level0_numfiles" => f.l0_stops = n,
-                    "memtable_compaction" => f.memtable_stops = n,
-                    "memtable_slowdown" => f.memtable_slowdowns = n,
-                    _ => {}
-                }
-            }
-        } else if l.starts_with("fillrandom") {
-            f.fillrandom = l.split_whitespace().collect::<Vec<_>>().join(" ");
-        }
-    }
-    f.log_stalling = log.matches("Stalling writes").count();
-    f.log_stopping = log.matches("Stopping writes").count();
-    f
-}
-
-/// Where this run's files are kept: `STALLSCOPE_TEST_KEEP`, else a new
-/// folder under the temp dir (not removed, named on stderr).
-fn keep_dir() -> PathBuf {
-    let d = std::env::var_os("STALLSCOPE_TEST_KEEP").map_or_else(
-        || {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs();
-            std::env::temp_dir().join(format!("stallscope-rocksdb-{t}"))
-        },
-        PathBuf::from,
-    );
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn ms(s: &Value) -> f64 {
     s["duration_ms"].as_f64().unwrap_or(0.0)
@@ -268,49 +66,40 @@ fn rocksdb_writer_stalls_match_rocksdbs_own_accounting() {
     let Some(lab) = common::capped(test, "ext4", 20) else {
         return;
     };
-    let keep = keep_dir();
+    let keep = keep_dir("rocksdb");
     let db = lab.fs.mount.join("rocks");
-    let bench = DbBench::start_stopped(&db, &keep.join("db_bench.txt"));
-    let pid = bench.pid();
+    let args: Vec<String> = [
+        "--benchmarks=fillrandom,stats".to_string(),
+        "--threads=1".into(),
+        "--disable_wal=1".into(),
+        "--write_buffer_size=16777216".into(),
+        "--max_write_buffer_number=2".into(),
+        "--level0_file_num_compaction_trigger=2".into(),
+        "--level0_slowdown_writes_trigger=4".into(),
+        "--level0_stop_writes_trigger=8".into(),
+        "--max_background_jobs=1".into(),
+        "--statistics".into(),
+        "--value_size=1000".into(),
+        "--num=1000000000".into(),
+        format!("--duration={BENCH_S}"),
+        format!("--db={}", db.display()),
+    ]
+    .into();
     let rec = keep.join("stallscope.rec.jsonl");
-    let mut obs = Observer::start(&[
-        "--observe",
-        &pid.to_string(),
+    let rec_arg = rec.to_string_lossy().to_string();
+    let obs_args = [
         "--stall-threshold",
         "20ms",
         "--chains",
         "auto",
         "--record",
-        &rec.to_string_lossy(),
-    ]);
-    obs.wait_attached(30);
-    let t0 = Instant::now();
-    bench.resume();
-    let mut bench = bench;
-    // The writer is the busiest db_bench thread; look while it runs.
-    let mut writer = None;
-    let status = loop {
-        if let Some(st) = bench.try_wait() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(3) {
-            writer = busiest_db_bench_thread(pid).or(writer);
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(BENCH_S * 3),
-            "db_bench still running after {} s",
-            BENCH_S * 3
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    let bench_s = t0.elapsed().as_secs_f64();
-    std::thread::sleep(Duration::from_millis(500));
-    let out = obs.stop(true);
-    let bench_txt = std::fs::read_to_string(keep.join("db_bench.txt")).unwrap();
-    let log = std::fs::read_to_string(db.join("LOG")).unwrap_or_default();
-    let _ = std::fs::write(keep.join("LOG"), &log);
-    let _ = std::fs::write(keep.join("stallscope.jsonl"), &out.stdout);
-    let _ = std::fs::write(keep.join("stallscope.err"), &out.stderr);
+        &rec_arg,
+    ];
+    let limit = Duration::from_secs(BENCH_S * 3);
+    let run = observe_db_bench(&db, &args, &obs_args, 1, &keep, limit);
+    let (status, bench_s, out) = (run.status, run.bench_s, run.out);
+    let (bench_txt, log) = (run.bench_txt, run.log);
+    let writer = run.writers.first().copied();
     let svg = keep.join("rocksdb.svg");
     let report = common::bin()
         .args(["report", &rec.to_string_lossy(), "--svg"])
@@ -326,7 +115,7 @@ fn rocksdb_writer_stalls_match_rocksdbs_own_accounting() {
         "report: {}",
         String::from_utf8_lossy(&report.stderr)
     );
-    let (writer, _) = writer.expect("the writer thread was seen");
+    let writer = writer.expect("the writer thread was seen");
     let rocks = parse_figures(&bench_txt, &log);
 
     let stalls: Vec<&Value> = out.of("stall").collect();

@@ -10,6 +10,9 @@
 //! A thread that sleeps on a timer in short steps, again and again, while
 //! another thread of its process is in a kernel wait is `app_delay`: the
 //! application holding its own writes back (RocksDB's write slowdown).
+//! A run of such steps too short to be a stall still counts as the
+//! thread's blocked time (`ShortDelay`): a slowdown broken into many short
+//! runs loses no time.
 //!
 //! Pure: the aggregator feeds it the scheduler's events in time order and
 //! the D runs `fold::blocks` finishes.
@@ -28,6 +31,11 @@ pub const WAKE_GAP_NS: u64 = 20_000_000;
 /// A waker that has not slept since its wait ended went straight from it
 /// to the wakeup however long it ran on a busy CPU, up to this.
 pub const WAKE_RUN_NS: u64 = 250_000_000;
+/// Or this share of the sleep, when more: on a busy machine that work
+/// after the fdatasync waits for a CPU too (21 ms seen after a 3.2 s
+/// fdatasync that covered a writer's 3.5 s stop), and a waker whose waits
+/// covered seconds of the sleep did not come from somewhere else.
+pub const WAKE_GAP_SHARE: u64 = 50;
 /// The waker's waits must cover at least this share of a sleep for it to
 /// be a stall: a thread that waited mostly for another one's work on the
 /// CPU (a main thread joining its workers) is not stalled on writes.
@@ -47,6 +55,13 @@ const HISTORY_NS: u64 = 120_000_000_000;
 const DELAY_STEP_NS: (u64, u64) = (300_000, 3_000_000);
 const DELAY_GAP_NS: u64 = 1_000_000;
 const DELAY_MIN_SLEEPS: u32 = 5;
+/// A shorter run counts as blocked time (not as a stall) from this many
+/// steps: one timer sleep alone is no delay loop.
+const SHORT_MIN_SLEEPS: u32 = 2;
+/// The steps of one run are of one length, within this ratio of its first:
+/// a delay loop sleeps the same time again and again, a backoff that
+/// doubles its sleep (Go's sysmon) is no delay.
+const STEP_RATIO: f64 = 1.5;
 
 /// A wait of one thread: a D run, or a sleep that was a stall itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -142,6 +157,28 @@ pub struct Starved {
 /// At most this many idle wait places are kept per thread.
 const MAX_IDLE_SITES: usize = 32;
 
+/// A run of delay steps that was `app_delay` in kind (a sibling waited in
+/// the kernel meanwhile) but too short to be a stall: under the threshold,
+/// or fewer than `DELAY_MIN_SLEEPS` steps. Its time is the thread's
+/// blocked time all the same.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShortDelay {
+    pub pid: u32,
+    pub tid: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub sleeps: u32,
+}
+
+/// The runs of delay steps `Chains::tick` found over, judged.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Delays {
+    /// Long enough to be stalls.
+    pub stalls: Vec<ChainStall>,
+    /// Too short: blocked time only.
+    pub short: Vec<ShortDelay>,
+}
+
 /// Consecutive timer sleeps of one thread.
 #[derive(Clone, Debug)]
 struct Steps {
@@ -150,8 +187,18 @@ struct Steps {
     start_ns: u64,
     end_ns: u64,
     sleeps: u32,
+    /// The first step's length: the others are about as long.
+    step_ns: u64,
     /// A sleep of another kind ended it; it can be judged.
     closed: bool,
+}
+
+impl Steps {
+    /// Whether a timer sleep of `dur` is one more step of this run.
+    fn same_step(&self, dur: u64) -> bool {
+        let (a, b) = (dur as f64, self.step_ns as f64);
+        a < b * STEP_RATIO && b < a * STEP_RATIO
+    }
 }
 
 #[derive(Debug, Default)]
@@ -168,6 +215,8 @@ pub struct Chains {
     /// When each thread last went to sleep (S or D).
     last_sleep: HashMap<u32, u64>,
     starved: Vec<Starved>,
+    /// Runs a step that could not join ended, judged at the next tick.
+    over: Vec<(u32, Steps)>,
 }
 
 impl Chains {
@@ -280,10 +329,15 @@ impl Chains {
             self.step(tid, &a, t_ns);
             return None;
         }
-        if let Some(s) = self.steps.get_mut(&tid) {
-            if dur <= DELAY_STEP_NS.1 && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS {
+        let behind = !irq && self.just_stepped(waker, tid, a.pid, t_ns);
+        if let Some(s) = self.steps.get_mut(&tid).filter(|s| !s.closed) {
+            if (dur <= DELAY_STEP_NS.1 || behind)
+                && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS
+            {
                 // A short wait between steps (the mutex the application
-                // takes to check again) is part of the delay.
+                // takes to check again) is part of the delay, and so is a
+                // wait for a sibling's steps (writers queued behind the
+                // one that sleeps for them all).
                 s.end_ns = t_ns;
             } else {
                 s.closed = true;
@@ -323,27 +377,54 @@ impl Chains {
         Some(stall)
     }
 
-    /// One more timer step of `tid`: joins its run of steps or starts one.
+    /// Whether `waker`, another thread of process `pid`, woke `tid` at
+    /// `t_ns` straight out of a run of delay steps.
+    fn just_stepped(&self, waker: u32, tid: u32, pid: u32, t_ns: u64) -> bool {
+        waker != tid
+            && self.steps.get(&waker).is_some_and(|w| {
+                !w.closed && w.pid == pid && t_ns.saturating_sub(w.end_ns) <= DELAY_STEP_NS.1
+            })
+    }
+
+    /// One more timer step of `tid`: joins its run of steps, or starts one
+    /// (the run it ends is judged at the next tick).
     fn step(&mut self, tid: u32, a: &Asleep, t_ns: u64) {
-        match self.steps.get_mut(&tid) {
-            Some(s) if !s.closed && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS => {
+        let dur = t_ns.saturating_sub(a.start_ns);
+        if let Some(s) = self.steps.get_mut(&tid) {
+            if !s.closed && a.start_ns.saturating_sub(s.end_ns) <= DELAY_GAP_NS && s.same_step(dur)
+            {
                 s.end_ns = t_ns;
                 s.sleeps += 1;
-            }
-            _ => {
-                self.steps.insert(
-                    tid,
-                    Steps {
-                        pid: a.pid,
-                        comm: a.comm.to_string(),
-                        start_ns: a.start_ns,
-                        end_ns: t_ns,
-                        sleeps: 1,
-                        closed: false,
-                    },
-                );
+                return;
             }
         }
+        let run = Steps {
+            pid: a.pid,
+            comm: a.comm.to_string(),
+            start_ns: a.start_ns,
+            end_ns: t_ns,
+            sleeps: 1,
+            step_ns: dur,
+            closed: false,
+        };
+        if let Some(old) = self.steps.insert(tid, run) {
+            self.over.push((tid, old));
+        }
+    }
+
+    /// Whether `waker` went straight from its wait `last` to waking a
+    /// sleep of `start..end`: soon after (`WAKE_GAP_NS`, or a share of a
+    /// long sleep), or without a sleep of its own since (it ran, on a CPU
+    /// it may have waited for) up to `WAKE_RUN_NS`. Only a watched waker's
+    /// sleeps in S are all seen; an outside waker's (pid 0) are not.
+    fn straight_from(&self, waker: u32, last: &Span, start: u64, end: u64) -> bool {
+        let gap = end - last.end_ns;
+        let ran_since = last.pid != 0
+            && self
+                .last_sleep
+                .get(&waker)
+                .is_some_and(|s| *s <= last.end_ns);
+        gap <= WAKE_GAP_NS.max((end - start) / WAKE_GAP_SHARE) || (ran_since && gap <= WAKE_RUN_NS)
     }
 
     /// The waker's waits overlapping the sleep `[a.start_ns, end)`: a
@@ -369,17 +450,7 @@ impl Chains {
             .iter()
             .filter(|s| s.end_ns <= end)
             .max_by_key(|s| s.end_ns)?;
-        // Straight out of its wait: soon after, or without a sleep of its
-        // own since (it ran, on a CPU it may have waited for).
-        let gap = end - last.end_ns;
-        // (Only a watched waker's sleeps in S are all seen; an outside
-        // waker's, pid 0, are not.)
-        let ran_since = last.pid != 0
-            && self
-                .last_sleep
-                .get(&waker)
-                .is_some_and(|s| *s <= last.end_ns);
-        if gap > WAKE_GAP_NS && !(ran_since && gap <= WAKE_RUN_NS) {
+        if !self.straight_from(waker, last, start, end) {
             return None;
         }
         // A chain back to the sleeper: it waited for work its own earlier
@@ -451,11 +522,14 @@ impl Chains {
     }
 
     /// Runs of timer steps that are over at `now_ns` (closed by another
-    /// sleep, or their thread gone quiet), judged: `app_delay` when long
-    /// enough and another thread of the process was in a kernel wait
-    /// meanwhile (`ongoing`: D runs still going on, ended at `now_ns`).
-    pub fn tick(&mut self, now_ns: u64, ongoing: &[Span]) -> Vec<ChainStall> {
-        let over: Vec<u32> = self
+    /// sleep or by a step that could not join, or their thread gone quiet),
+    /// judged: `app_delay` when another thread of the process was in a
+    /// kernel wait meanwhile (`ongoing`: D runs still going on, ended at
+    /// `now_ns`); a stall when long enough, else blocked time only.
+    /// `now_ns` must not be past the events seen: a run whose next step is
+    /// not folded yet would be cut.
+    pub fn tick(&mut self, now_ns: u64, ongoing: &[Span]) -> Delays {
+        let quiet: Vec<u32> = self
             .steps
             .iter()
             .filter(|(tid, s)| {
@@ -468,36 +542,51 @@ impl Chains {
             })
             .map(|(t, _)| *t)
             .collect();
-        let mut out = Vec::new();
-        for tid in over {
-            let Some(s) = self.steps.remove(&tid) else {
-                continue;
-            };
-            if let Some(st) = self.delay_stall(tid, &s, ongoing) {
-                out.push(st);
+        for tid in quiet {
+            if let Some(s) = self.steps.remove(&tid) {
+                self.over.push((tid, s));
             }
+        }
+        let mut out = Delays::default();
+        for (tid, s) in std::mem::take(&mut self.over) {
+            self.judge(tid, &s, ongoing, &mut out);
         }
         self.trim(now_ns);
         out
     }
 
-    fn delay_stall(&self, tid: u32, s: &Steps, ongoing: &[Span]) -> Option<ChainStall> {
-        let dur = s.end_ns - s.start_ns;
-        if dur < self.threshold_ns || s.sleeps < DELAY_MIN_SLEEPS {
-            return None;
+    /// A run of steps that is over: a stall, blocked time, or nothing (no
+    /// sibling in a kernel wait beside it: a timer loop; a lone sleep).
+    fn judge(&self, tid: u32, s: &Steps, ongoing: &[Span], out: &mut Delays) {
+        if s.sleeps < SHORT_MIN_SLEEPS {
+            return;
         }
         // The longest kernel wait of another thread of the process
         // overlapping the steps.
-        let busy = self
+        let Some(busy) = self
             .spans
             .values()
             .flatten()
             .chain(ongoing)
             .filter(|w| w.pid == s.pid && w.tid != tid && w.state == "D")
             .max_by_key(|w| w.overlap(s.start_ns, s.end_ns))
-            .filter(|w| w.overlap(s.start_ns, s.end_ns) > 0)?;
+            .filter(|w| w.overlap(s.start_ns, s.end_ns) > 0)
+        else {
+            return;
+        };
+        let dur = s.end_ns - s.start_ns;
+        if dur < self.threshold_ns || s.sleeps < DELAY_MIN_SLEEPS {
+            out.short.push(ShortDelay {
+                pid: s.pid,
+                tid,
+                start_ns: s.start_ns,
+                end_ns: s.end_ns,
+                sleeps: s.sleeps,
+            });
+            return;
+        }
         let ms = dur as f64 / 1e6;
-        Some(ChainStall {
+        out.stalls.push(ChainStall {
             pid: s.pid,
             tid,
             comm: s.comm.clone(),
@@ -514,7 +603,7 @@ impl Chains {
                 ms,
             }],
             via: vec![busy.hop(busy.overlap(s.start_ns, s.end_ns) as f64 / 1e6)],
-        })
+        });
     }
 
     /// Forgets a thread (its process is gone).
@@ -753,8 +842,8 @@ mod tests {
             assert!(c.wake(10, t, (0, true), None).is_none());
             t += 20_000;
         }
-        assert!(c.tick(t, &[]).is_empty(), "may go on");
-        let out = c.tick(t + 5 * MS, &[]);
+        assert_eq!(c.tick(t, &[]), Delays::default(), "may go on");
+        let out = c.tick(t + 5 * MS, &[]).stalls;
         assert_eq!(out.len(), 1);
         let s = &out[0];
         assert_eq!(s.cause, Cause::AppDelay);
@@ -770,6 +859,131 @@ mod tests {
             c.wake(10, t, (0, true), None);
             t += 20_000;
         }
-        assert!(c.tick(t + 5 * MS, &[]).is_empty());
+        assert_eq!(c.tick(t + 5 * MS, &[]), Delays::default());
+    }
+
+    /// `n` timer steps of `step_ns` each, 20 µs apart, from `t`; returns
+    /// the time after the last.
+    fn steps(c: &mut Chains, tid: u32, mut t: u64, n: u32, step_ns: u64) -> u64 {
+        for _ in 0..n {
+            c.sleep(1, tid, t, "writer");
+            t += step_ns;
+            assert!(c.wake(tid, t, (0, true), None).is_none());
+            t += 20_000;
+        }
+        t
+    }
+
+    #[test]
+    fn short_delay_runs_are_blocked_time_not_stalls() {
+        let mut c = Chains::new(20 * MS);
+        c.add_run(fsync_run(11, 0, 2000));
+        // 3 steps (3 ms), then another kind of sleep: too few for a stall.
+        let t = steps(&mut c, 10, 100 * MS, 3, MS);
+        c.sleep(1, 10, t, "writer");
+        assert!(c.wake(10, t + 50 * MS, (12, false), None).is_none());
+        let d = c.tick(t + 50 * MS, &[]);
+        assert!(d.stalls.is_empty());
+        assert_eq!(d.short.len(), 1);
+        let s = &d.short[0];
+        assert_eq!((s.pid, s.tid, s.sleeps), (1, 10, 3));
+        assert_eq!((s.start_ns, s.end_ns), (100 * MS, t - 20_000));
+        // 10 steps, 10 ms: enough steps, under the threshold.
+        let t = steps(&mut c, 10, 300 * MS, 10, MS);
+        let d = c.tick(t + 5 * MS, &[]);
+        assert_eq!(d.short.len(), 1);
+        assert_eq!(d.short[0].sleeps, 10);
+        // A lone timer sleep is no delay loop.
+        let t = steps(&mut c, 10, 500 * MS, 1, MS);
+        assert_eq!(c.tick(t + 5 * MS, &[]), Delays::default());
+        // Nobody waiting in the kernel beside it: a timer loop.
+        let t = steps(&mut c, 10, 3000 * MS, 3, MS);
+        assert_eq!(c.tick(t + 5 * MS, &[]), Delays::default());
+        // The sibling still in its wait (`ongoing`) counts too.
+        let t = steps(&mut c, 10, 3100 * MS, 3, MS);
+        let d = c.tick(t + 5 * MS, &[fsync_run(11, 3050, 3200)]);
+        assert_eq!(d.short.len(), 1);
+    }
+
+    #[test]
+    fn a_run_a_later_step_cannot_join_is_still_judged() {
+        let mut c = Chains::new(20 * MS);
+        c.add_run(fsync_run(11, 0, 2000));
+        // 30 steps, 2 ms on the CPU (too long a gap), 30 more, before any
+        // tick: two runs, both stalls.
+        let t = steps(&mut c, 10, 100 * MS, 30, MS);
+        let t = steps(&mut c, 10, t + 2 * MS, 30, MS);
+        let d = c.tick(t + 5 * MS, &[]);
+        assert_eq!(d.stalls.len(), 2, "{d:?}");
+        assert!(d.stalls.iter().all(|s| s.evidence.timer_sleeps == Some(30)));
+        // A step of another length starts a new run too.
+        let t = steps(&mut c, 10, 500 * MS, 30, MS);
+        let t = steps(&mut c, 10, t, 30, 2 * MS);
+        let d = c.tick(t + 5 * MS, &[]);
+        assert_eq!(d.stalls.len(), 2, "{d:?}");
+    }
+
+    #[test]
+    fn a_doubling_backoff_is_no_delay() {
+        let mut c = Chains::new(20 * MS);
+        c.add_run(fsync_run(11, 0, 2000));
+        // Go's sysmon after a while idle: 20 µs sleeps, then doubling.
+        let mut t = 100 * MS;
+        for us in [320, 640, 1280, 2560] {
+            t = steps(&mut c, 10, t, 1, us * 1000);
+        }
+        assert_eq!(c.tick(t + 5 * MS, &[]), Delays::default());
+    }
+
+    #[test]
+    fn writers_queued_behind_a_sibling_s_steps_are_delayed_too() {
+        let mut c = Chains::new(20 * MS);
+        c.add_run(fsync_run(11, 0, 2000));
+        // Four writers take turns, 1.25 ms each: the leader sleeps a 1 ms
+        // step, wakes the next 0.2 ms after it and waits (3.7 ms, longer
+        // than a step) until the writer before it wakes it.
+        let w = [10u32, 12, 13, 14];
+        let slot = 1_250_000;
+        for k in 0..40u64 {
+            let tk = 100 * MS + k * slot;
+            let me = w[(k % 4) as usize];
+            let next = w[((k + 1) % 4) as usize];
+            c.sleep(1, me, tk, "writer");
+            assert!(c.wake(me, tk + MS, (0, true), None).is_none());
+            if c.asleep_since(next).is_some() {
+                assert!(c.wake(next, tk + 1_200_000, (me, false), None).is_none());
+            }
+            c.sleep(1, me, tk + 1_210_000, "writer");
+        }
+        let d = c.tick(200 * MS, &[]);
+        assert!(d.short.is_empty(), "{d:?}");
+        assert_eq!(d.stalls.len(), 4, "one run each: {d:?}");
+        for s in &d.stalls {
+            assert_eq!(s.evidence.timer_sleeps, Some(10), "its own steps");
+            assert!(s.end_ns - s.start_ns > 45 * MS, "{s:?}");
+        }
+        // Woken by a sibling that was not stepping: the run ends there.
+        let mut c = Chains::new(20 * MS);
+        c.add_run(fsync_run(11, 0, 2000));
+        let t = steps(&mut c, 10, 100 * MS, 10, MS);
+        c.sleep(1, 10, t, "writer");
+        c.wake(10, t + 4 * MS, (12, false), None);
+        let t = steps(&mut c, 10, t + 4 * MS, 10, MS);
+        let d = c.tick(t + 10 * MS, &[]);
+        assert_eq!(d.short.len(), 2, "{d:?}");
+    }
+
+    #[test]
+    fn a_long_sleep_allows_a_longer_way_from_the_wait_to_the_wakeup() {
+        let mut c = Chains::new(20 * MS);
+        // A 3.5 s stop; the flush thread's fdatasync covered it and it woke
+        // the writer 21 ms after (its manifest work waited for a CPU).
+        c.add_run(fsync_run(11, 130, 3420));
+        c.sleep(1, 10, 100 * MS, "writer");
+        assert!(c.wake(10, 3441 * MS, (11, false), None).is_some());
+        // 21 ms after is too late for a 500 ms sleep (2 %: 10 ms; 20 ms).
+        c.add_run(fsync_run(11, 4010, 4479));
+        c.sleep(1, 10, 4000 * MS, "writer");
+        assert!(c.wake(10, 4500 * MS, (11, false), None).is_none());
     }
 }

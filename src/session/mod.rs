@@ -879,6 +879,8 @@ impl Session {
     }
 
     fn drain_trace(&mut self) {
+        // Every event up to now is in the buffers: the drain folds them all.
+        let through = self.now_ns();
         if let Some(t) = self.trace.as_mut() {
             t.drain_into(&mut self.trace_buf);
             for ev in self.trace_buf.drain(..) {
@@ -891,6 +893,7 @@ impl Session {
                 }
                 self.agg.fold_trace(t, ev.tid, ev.kind);
             }
+            self.agg.set_trace_through(through);
         }
     }
 

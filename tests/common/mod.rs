@@ -6,6 +6,7 @@ pub mod etcd;
 pub mod log_load;
 pub mod observer;
 pub mod pg;
+pub mod rocks;
 pub mod sched_truth;
 pub mod syscall_truth;
 

@@ -284,6 +284,9 @@ pub struct Aggregator {
     /// Set when the run stops: observe samples taken after it join the
     /// last interval instead of opening one of their own.
     end_ns: Option<u64>,
+    /// The trace events up to this time are all folded (the session's last
+    /// drain): what can still grow is judged as of then, not of `now`.
+    trace_through: Option<u64>,
 }
 
 /// A target's whole-run figures before any op.
@@ -326,6 +329,7 @@ impl Aggregator {
             obs_union: HashMap::new(),
             last_throttle: HashMap::new(),
             end_ns: None,
+            trace_through: None,
             failed: Vec::new(),
             obs_live: Vec::new(),
             target_bdis: Vec::new(),
@@ -689,10 +693,20 @@ impl Aggregator {
         }
     }
 
+    /// Every trace event up to `t_ns` has been folded (the session drained
+    /// the trace after `t_ns`).
+    pub fn set_trace_through(&mut self, t_ns: u64) {
+        self.trace_through = Some(t_ns);
+    }
+
     /// Emits every interval that ended at least `GRACE_NS` before `now_ns`.
+    /// Blocks and delay steps are judged as of the trace events folded
+    /// (`set_trace_through`), at most `now_ns`: a thread whose next event
+    /// is still in the trace buffer has not gone quiet.
     pub fn tick(&mut self, now_ns: u64) -> Vec<Snapshot> {
-        self.finish_runs(now_ns);
-        self.finish_steps(now_ns);
+        let seen = self.trace_through.map_or(now_ns, |t| t.min(now_ns));
+        self.finish_runs(seen);
+        self.finish_steps(seen);
         let mut out = Vec::new();
         while (self.next_emit + 1) * self.interval_ns + GRACE_NS <= now_ns {
             out.push(self.emit(self.interval_ns));

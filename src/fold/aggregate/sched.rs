@@ -257,7 +257,9 @@ impl Aggregator {
             .push(stall);
     }
 
-    /// Runs of timer steps that ended by `now_ns`, judged.
+    /// Runs of timer steps that ended by `now_ns`, judged: stalls, or the
+    /// blocked time (`app_delay`) of their process in the interval they
+    /// ended in.
     pub(super) fn finish_steps(&mut self, now_ns: u64) {
         let Some(c) = self.chains.as_mut() else {
             return;
@@ -271,8 +273,14 @@ impl Aggregator {
                 ..span_of(r)
             })
             .collect();
-        for st in c.tick(now_ns, &ongoing) {
+        let delays = c.tick(now_ns, &ongoing);
+        for st in delays.stalls {
             self.chain_done(st);
+        }
+        for d in delays.short.into_iter().filter(|d| d.pid != WAKER_PID) {
+            let acc = self.pending_at(d.end_ns / self.interval_ns);
+            let by = &mut acc.observed.entry(d.pid).or_default().blocked_by;
+            *by.entry(Cause::AppDelay).or_default() += d.end_ns - d.start_ns;
         }
     }
 

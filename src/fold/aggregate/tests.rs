@@ -267,3 +267,135 @@ fn ops_finished_while_stopping_join_the_last_interval() {
     let in_snaps: u64 = snaps.iter().map(|s| s.targets[0].ops).sum();
     assert_eq!(in_snaps, sum.ops());
 }
+
+/// Observed process 9 timed by the scheduler with chains: its writer
+/// (90) and flush thread (91); one /proc sample per interval so that the
+/// intervals show it.
+fn rocks(a: &mut Aggregator) {
+    use crate::model::observed::{ObsTick, ProcTick};
+    a.set_observed(vec![Watched {
+        pid: 9,
+        comm: "db_bench".into(),
+    }]);
+    a.set_tracing(true);
+    a.set_sched_timing(20_000_000, true);
+    for i in 0..3 {
+        a.fold(Msg::Observe(Box::new(ObsTick {
+            t_ns: i * S + S / 2,
+            procs: vec![ProcTick {
+                pid: 9,
+                threads: 2,
+                ..ProcTick::default()
+            }],
+            tids: (i == 0).then(|| vec![(90, 9), (91, 9)]),
+            ..ObsTick::default()
+        })));
+    }
+}
+
+/// `n` timer steps of 1 ms of thread 90 from `t`, 50 µs apart; the time
+/// after the last.
+fn delay_steps(a: &mut Aggregator, mut t: u64, n: u32) -> u64 {
+    for _ in 0..n {
+        a.fold_trace(
+            t,
+            90,
+            TraceKind::SchedBlock {
+                comm: "db_bench".into(),
+                sleep: true,
+            },
+        );
+        t += 1_000_000;
+        a.fold_trace(
+            t,
+            90,
+            TraceKind::SchedWake {
+                waker: 0,
+                waker_comm: String::new(),
+                irq: true,
+            },
+        );
+        t += 50_000;
+    }
+    t
+}
+
+/// The flush thread in D from `from` to `to`.
+fn flush_wait(a: &mut Aggregator, from: u64, to: u64) {
+    a.fold_trace(
+        from,
+        91,
+        TraceKind::SchedBlock {
+            comm: "rocksdb:high".into(),
+            sleep: false,
+        },
+    );
+    a.fold_trace(
+        to,
+        91,
+        TraceKind::SchedWake {
+            waker: 0,
+            waker_comm: String::new(),
+            irq: true,
+        },
+    );
+}
+
+fn app_delay_ms(o: &crate::model::snapshot::ObservedInterval) -> f64 {
+    o.blocked_by_cause
+        .get(&Cause::AppDelay)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn short_delay_runs_count_as_blocked_time_in_the_interval_they_end_in() {
+    let mut a = agg(0);
+    rocks(&mut a);
+    flush_wait(&mut a, S / 10, 2 * S);
+    // Three runs of 3 steps (3.1 ms each) 10 ms apart in interval 0, one
+    // across the boundary into interval 1: none is a stall.
+    let mut t = S / 2;
+    for _ in 0..3 {
+        t = delay_steps(&mut a, t, 3) + 10_000_000;
+    }
+    delay_steps(&mut a, S - 1_500_000, 3);
+    // A run of 30 steps (31.45 ms) is a stall, counted by its duration.
+    delay_steps(&mut a, S + S / 2, 30);
+    let (snaps, summary) = a.finish(2 * S + S / 2);
+    let delays: Vec<f64> = snaps.iter().map(|s| app_delay_ms(&s.observed[0])).collect();
+    assert!((delays[0] - 3.0 * 3.1).abs() < 1e-6, "{delays:?}");
+    assert!((delays[1] - (3.1 + 31.45)).abs() < 1e-6, "{delays:?}");
+    let stalls: Vec<&Stall> = snaps.iter().flat_map(|s| &s.stalls).collect();
+    let delay_stalls: Vec<&&Stall> = stalls
+        .iter()
+        .filter(|s| s.why.cause == Cause::AppDelay)
+        .collect();
+    assert_eq!(delay_stalls.len(), 1, "{stalls:?}");
+    assert_eq!(delay_stalls[0].why.evidence.timer_sleeps, Some(30));
+    let total = summary.observed[0].blocked_by[&Cause::AppDelay];
+    assert_eq!(total, 4 * 3_100_000 + 31_450_000);
+}
+
+#[test]
+fn delay_runs_are_judged_as_of_the_trace_events_folded() {
+    let mut a = agg(0);
+    rocks(&mut a);
+    flush_wait(&mut a, S / 10, 2 * S);
+    // 60 steps; the session ticks every 10 ms of steps but its clock runs
+    // 40 ms ahead of the events it has drained.
+    let mut t = S / 2;
+    for _ in 0..6 {
+        t = delay_steps(&mut a, t, 10);
+        a.set_trace_through(t);
+        a.tick(t + 40_000_000);
+    }
+    let (snaps, _) = a.finish(S + S / 2);
+    let delay_stalls: Vec<&Stall> = snaps
+        .iter()
+        .flat_map(|s| &s.stalls)
+        .filter(|s| s.why.cause == Cause::AppDelay)
+        .collect();
+    assert_eq!(delay_stalls.len(), 1, "one run, not cut at each tick");
+    assert_eq!(delay_stalls[0].why.evidence.timer_sleeps, Some(60));
+}
