@@ -157,6 +157,16 @@ pub struct Starved {
 /// At most this many idle wait places are kept per thread.
 const MAX_IDLE_SITES: usize = 32;
 
+/// The place a futex word stands for: its aligned 8-byte block. A glibc
+/// condition variable's waiters sleep on one of its two group words
+/// (`__g_signals[0]` and `[1]`, adjacent in one aligned block) and the
+/// group flips as signals are consumed, so a thread idle on its queue's
+/// condition variable alternates between the two words; a mutex's word
+/// opens a block of its own.
+fn place(addr: u64) -> u64 {
+    addr & !7
+}
+
 /// A run of delay steps that was `app_delay` in kind (a sibling waited in
 /// the kernel meanwhile) but too short to be a stall: under the threshold,
 /// or fewer than `DELAY_MIN_SLEEPS` steps. Its time is the thread's
@@ -262,7 +272,9 @@ impl Chains {
     /// The sleep `a` of `tid` was idle: its place is one where `tid`
     /// waits for work.
     fn idle_at(&mut self, tid: u32, a: &Asleep) {
-        let Some(site) = a.site else { return };
+        let Some(site) = a.site.map(place) else {
+            return;
+        };
         let q = self.idle_sites.entry(tid).or_default();
         if q.contains(&site) {
             return;
@@ -275,6 +287,7 @@ impl Chains {
 
     fn idle_site(&self, tid: u32, a: &Asleep) -> bool {
         a.site
+            .map(place)
             .is_some_and(|s| self.idle_sites.get(&tid).is_some_and(|q| q.contains(&s)))
     }
 
@@ -779,6 +792,17 @@ mod tests {
         c.sleep(1, 10, 1750 * MS, "journal");
         assert!(c.wake(10, 2301 * MS, (11, false), None).is_some());
         assert!(c.take_starved().is_empty());
+        // The queue's condition variable's other group word is the same
+        // place: still starved; the lock's neighbour block is not.
+        c.add_run(fsync_run(11, 2450, 2900));
+        c.site(10, QUEUE + 4);
+        c.sleep(1, 10, 2420 * MS, "journal");
+        assert!(c.wake(10, 2901 * MS, (11, false), None).is_none());
+        assert_eq!(c.take_starved().len(), 1, "the other group word");
+        c.add_run(fsync_run(11, 3050, 3500));
+        c.site(10, QUEUE + 8);
+        c.sleep(1, 10, 3020 * MS, "journal");
+        assert!(c.wake(10, 3501 * MS, (11, false), None).is_some());
     }
 
     #[test]
