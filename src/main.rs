@@ -44,6 +44,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Lab(cmd)) => lab(cmd, &stop),
         Some(Command::Probe { targets }) => probe(&targets),
         Some(Command::Watch { workload, ui }) => dashboard(config, &workload, &ui, stop),
+        Some(Command::Completions { shell }) => Ok(stallscope::cli::write_completions(
+            shell,
+            &mut std::io::stdout().lock(),
+        )?),
+        Some(Command::Man) => Ok(stallscope::cli::write_man(&mut std::io::stdout().lock())?),
         None => dashboard(config, &cli.workload, &cli.ui, stop),
     }
 }

@@ -584,3 +584,82 @@ fn probe_gives_a_read_only_target_its_verdict() {
         "{text}"
     );
 }
+
+/// The subcommands a person can type, from clap's own tree.
+fn subcommands() -> Vec<String> {
+    use clap::CommandFactory;
+    stallscope::cli::Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {:?}", out.status);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn completions_know_every_subcommand_and_bash_parses_them() {
+    let subs = subcommands();
+    assert!(subs.len() >= 9, "{subs:?}");
+    let bash = stdout_of(&["completions", "bash"]);
+    let zsh = stdout_of(&["completions", "zsh"]);
+    let fish = stdout_of(&["completions", "fish"]);
+    assert!(zsh.starts_with("#compdef stallscope"), "{zsh:.200}");
+    for s in &subs {
+        assert!(bash.contains(&format!("stallscope,{s})")), "bash lacks {s}");
+        assert!(zsh.contains(&format!("'{s}:")), "zsh lacks {s}");
+        assert!(fish.contains(&format!("-a \"{s}\"")), "fish lacks {s}");
+    }
+    let mut sh = Command::new("bash")
+        .arg("-n")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut sh.stdin.take().unwrap(), bash.as_bytes()).unwrap();
+    assert!(sh.wait().unwrap().success(), "bash -n refused the script");
+}
+
+#[test]
+fn the_man_page_is_roff_and_names_every_subcommand() {
+    let man = stdout_of(&["man"]);
+    let lines: Vec<&str> = man.lines().collect();
+    let th = lines
+        .iter()
+        .position(|l| l.starts_with(".TH stallscope 1 "));
+    let th = th.unwrap_or_else(|| panic!("no .TH line:\n{man:.300}"));
+    assert!(
+        lines[..th].iter().all(|l| l.starts_with('.')),
+        "only requests before .TH"
+    );
+    assert_eq!(lines[th + 1], ".SH NAME");
+    assert_eq!(
+        lines[th + 2],
+        r"stallscope \- Live diagnosis of write stalls on Linux",
+        "NAME is one line"
+    );
+    let subs_at = lines.iter().position(|l| *l == ".SH SUBCOMMANDS").unwrap();
+    let section = lines[subs_at..].join("\n");
+    for s in subcommands() {
+        let s = s.replace('-', r"\-");
+        assert!(
+            section.contains(&format!(r"stallscope\-{s}(1)")),
+            "{s} missing"
+        );
+    }
+}
+
+#[test]
+fn help_says_how_to_install_completions_and_the_man_page() {
+    let help = stdout_of(&["--help"]);
+    assert!(help.contains("stallscope completions bash|zsh|fish, stallscope man"));
+    let help = stdout_of(&["completions", "--help"]);
+    assert!(
+        help.contains("bash-completion/completions/stallscope"),
+        "{help}"
+    );
+    let help = stdout_of(&["man", "--help"]);
+    assert!(help.contains("man -l -"), "{help}");
+}

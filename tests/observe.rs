@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{bin, have, skip};
+use common::{bin, have, skip, spawn_execd};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -241,7 +241,7 @@ fn observing_nothing_that_exists_is_a_usage_error() {
 
 #[test]
 fn an_observed_process_that_exits_is_an_event_not_a_crash() {
-    let mut child = Command::new("sleep").arg("1").spawn().unwrap();
+    let mut child = spawn_execd(Command::new("sleep").arg("1"), "sleep");
     let (lines, _) = observe(bin(), child.id(), 3);
     let _ = child.wait();
     let exits: Vec<&Value> = lines
@@ -256,7 +256,7 @@ fn an_observed_process_that_exits_is_an_event_not_a_crash() {
 
 #[test]
 fn an_observe_recording_reads_back_into_report() {
-    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut child = spawn_execd(Command::new("sleep").arg("30"), "sleep");
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("obs.jsonl");
     let out = bin()

@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::rocks::{keep_dir, observe_db_bench, parse_figures};
+use common::rocks::{observe_db_bench, parse_figures, KeepDir};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ fn rocksdb_writer_stalls_match_rocksdbs_own_accounting() {
     let Some(lab) = common::capped(test, "ext4", 20) else {
         return;
     };
-    let keep = keep_dir("rocksdb");
+    let keep = KeepDir::new("rocksdb");
     let db = lab.fs.mount.join("rocks");
     let args: Vec<String> = [
         "--benchmarks=fillrandom,stats".to_string(),

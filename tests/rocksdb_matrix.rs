@@ -38,7 +38,7 @@
 mod common;
 
 use common::observer::Observed;
-use common::rocks::{keep_dir, observe_db_bench, parse_figures, RocksFigures};
+use common::rocks::{observe_db_bench, parse_figures, KeepDir, RocksFigures};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -372,7 +372,7 @@ fn rocksdb_matrix_writers_held_time_matches_stall_micros() {
     let Some(lab) = common::capped(test, "ext4", 20) else {
         return;
     };
-    let keep = keep_dir("rocksdb-matrix");
+    let keep = KeepDir::new("rocksdb-matrix");
     let mut outs = Vec::new();
     for (i, cell) in cells.iter().enumerate() {
         eprintln!("cell {}/{}: {}", i + 1, cells.len(), cell.name());

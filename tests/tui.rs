@@ -8,36 +8,52 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// A tmux server of the test's own: its socket is in a temp folder, so
+/// parallel tests never share (or race to start) the user's default server,
+/// and dropping it kills the server and removes the socket.
 struct Tmux {
     session: String,
+    sock: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Tmux {
+    /// Runs `cmd` in a detached `cols`×`rows` session; when it ends the pane
+    /// shows `EXIT=<status>`.
     fn start(cmd: &str, cols: u16, rows: u16) -> Tmux {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let session = format!("ss-test-{}-{n}-{rows}", std::process::id());
-        let ok = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                &cols.to_string(),
-                "-y",
-                &rows.to_string(),
-            ])
+        let dir = tempfile::tempdir().unwrap();
+        let t = Tmux {
+            session: "ss-test".into(),
+            sock: dir.path().join("tmux"),
+            _dir: dir,
+        };
+        let ok = t
+            .tmux()
+            .args(["new-session", "-d", "-s", &t.session, "-x"])
+            .arg(cols.to_string())
+            .arg("-y")
+            .arg(rows.to_string())
             .arg(format!("{cmd}; echo EXIT=$?; sleep 30"))
             .env("TERM", "xterm-256color")
+            // The server runs commands in $SHELL (else the login shell):
+            // sh, not a person's fish or a user's nologin.
+            .env("SHELL", "/bin/sh")
             .status()
             .unwrap();
         assert!(ok.success(), "tmux new-session");
-        Tmux { session }
+        t
+    }
+
+    /// `tmux` talking to this server, which reads no ~/.tmux.conf.
+    fn tmux(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.sock).args(["-f", "/dev/null"]);
+        c
     }
 
     fn keys(&self, keys: &[&str]) {
-        let ok = Command::new("tmux")
+        let ok = self
+            .tmux()
             .args(["send-keys", "-t", &self.session])
             .args(keys)
             .status()
@@ -46,7 +62,8 @@ impl Tmux {
     }
 
     fn capture(&self) -> String {
-        let out = Command::new("tmux")
+        let out = self
+            .tmux()
             .args(["capture-pane", "-p", "-t", &self.session])
             .output()
             .unwrap();
@@ -69,7 +86,8 @@ impl Tmux {
     }
 
     fn pid(&self) -> i32 {
-        let out = Command::new("tmux")
+        let out = self
+            .tmux()
             .args(["list-panes", "-t", &self.session, "-F", "#{pane_pid}"])
             .output()
             .unwrap();
@@ -82,13 +100,16 @@ impl Tmux {
             .and_then(|p| p.parse().ok())
             .unwrap_or(shell)
     }
+
+    /// Ends the server: its panes' terminals close under their programs.
+    fn kill_server(&self) {
+        let _ = self.tmux().arg("kill-server").output();
+    }
 }
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .status();
+        self.kill_server();
     }
 }
 
@@ -196,7 +217,8 @@ fn tiny_terminal_and_resize_do_not_crash() {
     let t = Tmux::start(&dashboard_cmd(a.path(), b.path()), 80, 24);
     t.wait_for("1/2", 15);
     for (w, h) in [(20, 5), (200, 50), (80, 24)] {
-        let ok = Command::new("tmux")
+        let ok = t
+            .tmux()
             .args([
                 "resize-window",
                 "-t",
@@ -277,58 +299,12 @@ fn a_vanished_terminal_like_a_dropped_ssh_link_leaves_nothing_behind() {
     }
     let a = tempfile::tempdir_in("/dev/shm").unwrap();
     let b = tempfile::tempdir_in("/dev/shm").unwrap();
-    let sock = format!("ss-drop-{}", std::process::id());
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .args(["-L", &sock])
-            .args(args)
-            .env("TERM", "xterm-256color")
-            .output()
-            .unwrap()
-    };
-    let cmd = dashboard_cmd(a.path(), b.path());
-    let out = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "drop",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &cmd,
-    ]);
-    assert!(out.status.success(), "tmux new-session");
-    let t0 = Instant::now();
-    while !String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "drop"]).stdout)
-        .contains("1/2")
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "dashboard never drew"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let pane: i32 =
-        String::from_utf8_lossy(&tmux(&["list-panes", "-t", "drop", "-F", "#{pane_pid}"]).stdout)
-            .trim()
-            .parse()
-            .unwrap();
-    // tmux runs the command through sh, which may exec it or fork it.
+    let t = Tmux::start(&dashboard_cmd(a.path(), b.path()), 100, 30);
+    t.wait_for("1/2", 15);
+    let pid = t.pid();
     let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
-    let pid = if comm(pane).trim() == "stallscope" {
-        pane
-    } else {
-        std::fs::read_to_string(format!("/proc/{pane}/task/{pane}/children"))
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
     assert_eq!(comm(pid).trim(), "stallscope");
-    let _ = tmux(&["kill-server"]);
+    t.kill_server();
     let t0 = Instant::now();
     while Path::new(&format!("/proc/{pid}")).exists() && !comm(pid).is_empty() {
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

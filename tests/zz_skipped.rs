@@ -1,7 +1,8 @@
 //! The last test binary of `cargo test` (they run in name order; doctests
 //! are off): it prints which tests of this run were skipped and why, so a
 //! run without root does not look like a full pass. Without the harness,
-//! so its output is never captured.
+//! so its output is never captured. cargo reaches it after a failing
+//! binary only with `--no-fail-fast`, hence the README's test command.
 
 fn main() {
     let skipped = stallscope::base::skips::take_this_run();

@@ -17,7 +17,7 @@ pub fn skip(test: &str, why: &str) -> bool {
         panic!("{test}: cannot run ({why}) but {REQUIRE_VAR}=1 forbids skipping");
     }
     let line = format!("SKIPPED {test}: {why}");
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
     record(&ledger_dir(), parent_pid(), &line);
     false
 }
@@ -36,6 +36,9 @@ fn ledger_dir() -> PathBuf {
         .join("test-skips")
 }
 
+/// Appends `line` in one write: tests skip from parallel threads, and
+/// `writeln!` writes the text and its newline separately, so two lines
+/// could run together (`needs rootSKIPPED …`).
 fn record(dir: &Path, run: u32, line: &str) {
     let _ = std::fs::create_dir_all(dir);
     if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -43,7 +46,7 @@ fn record(dir: &Path, run: u32, line: &str) {
         .append(true)
         .open(dir.join(run.to_string()))
     {
-        let _ = writeln!(f, "{line}");
+        let _ = f.write_all(format!("{line}\n").as_bytes());
     }
 }
 
@@ -75,5 +78,31 @@ mod tests {
         );
         assert!(!dir.exists(), "ledgers removed, an earlier run's too");
         assert!(take(&dir, 42).is_empty());
+    }
+
+    #[test]
+    fn skips_recorded_from_parallel_threads_stay_one_per_line() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("test-skips");
+        std::thread::scope(|s| {
+            for th in 0..8 {
+                let dir = &dir;
+                s.spawn(move || {
+                    for i in 0..200 {
+                        record(dir, 7, &format!("SKIPPED t{th}_{i}: needs root"));
+                    }
+                });
+            }
+        });
+        let lines = take(&dir, 7);
+        assert_eq!(lines.len(), 8 * 200);
+        for l in &lines {
+            assert!(
+                l.starts_with("SKIPPED t")
+                    && l.ends_with(": needs root")
+                    && l.matches("SKIPPED").count() == 1,
+                "a line ran into another: {l:?}"
+            );
+        }
     }
 }

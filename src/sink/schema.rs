@@ -332,18 +332,24 @@ pub fn stall_line<'a>(
         }),
         cause: st.why.cause,
         confidence: st.why.confidence,
-        shares: st
-            .why
-            .shares_of(e.dur() as f64 / 1e6)
-            .into_iter()
-            .map(|s| Share {
-                ms: round(s.ms, 3),
-                ..s
-            })
-            .collect(),
+        shares: recorded_shares(st),
         via: &st.why.via,
         evidence: &st.why.evidence,
     }
+}
+
+/// A stall's shares as its line holds them: the headline's alone when
+/// the fold split nothing, each in ms to 3 decimals (µs). A replay sees
+/// these, so a test comparing it with the live run compares these too.
+pub fn recorded_shares(st: &Stall) -> Vec<Share> {
+    st.why
+        .shares_of(st.ev.dur() as f64 / 1e6)
+        .into_iter()
+        .map(|s| Share {
+            ms: round(s.ms, 3),
+            ..s
+        })
+        .collect()
 }
 
 pub fn summary_line<'a>(s: &'a Summary, meta: &'a [TargetMeta]) -> SummaryLine<'a> {

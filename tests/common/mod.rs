@@ -10,7 +10,8 @@ pub mod rocks;
 pub mod sched_truth;
 pub mod syscall_truth;
 
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stallscope"))
@@ -34,6 +35,28 @@ pub fn need_root(test: &str) -> bool {
     }
     skip(test, "needs root");
     false
+}
+
+/// Spawns `cmd` and returns once the child runs the new program: spawn
+/// returns when the kernel lets go of the parent, before exec names the
+/// child, so until then its comm is the test thread's (`an_observed_pro`).
+pub fn spawn_execd(cmd: &mut Command, comm: &str) -> Child {
+    let child = cmd.spawn().unwrap();
+    let path = format!("/proc/{}/comm", child.id());
+    let t0 = Instant::now();
+    while std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .trim_end()
+        != comm
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "child {} never became {comm}",
+            child.id()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child
 }
 
 pub fn have(cmd: &str) -> bool {

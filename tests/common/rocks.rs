@@ -180,22 +180,47 @@ pub fn parse_figures(bench: &str, log: &str) -> RocksFigures {
     f
 }
 
-/// Where this run's files are kept: `STALLSCOPE_TEST_KEEP`, else a new
-/// folder `stallscope-NAME-<time>` under the temp dir (not removed, named
-/// on stderr).
-pub fn keep_dir(name: &str) -> PathBuf {
-    let d = std::env::var_os("STALLSCOPE_TEST_KEEP").map_or_else(
-        || {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs();
-            std::env::temp_dir().join(format!("stallscope-{name}-{t}"))
-        },
-        PathBuf::from,
-    );
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// Where a run's files go: `STALLSCOPE_TEST_KEEP` (kept), else a temp
+/// folder that is removed when the test passes, so a green suite leaves
+/// nothing in /tmp, and kept (named on stderr) when it fails, as evidence.
+pub struct KeepDir {
+    path: PathBuf,
+    temp: Option<tempfile::TempDir>,
+}
+
+impl KeepDir {
+    pub fn new(name: &str) -> KeepDir {
+        if let Some(d) = std::env::var_os("STALLSCOPE_TEST_KEEP") {
+            let path = PathBuf::from(d);
+            std::fs::create_dir_all(&path).unwrap();
+            return KeepDir { path, temp: None };
+        }
+        let temp = tempfile::Builder::new()
+            .prefix(&format!("stallscope-{name}-"))
+            .tempdir()
+            .unwrap();
+        KeepDir {
+            path: temp.path().to_path_buf(),
+            temp: Some(temp),
+        }
+    }
+}
+
+impl std::ops::Deref for KeepDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for KeepDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(t) = self.temp.take() {
+                eprintln!("the failed run's files are kept in {}", t.keep().display());
+            }
+        }
+    }
 }
 
 /// One db_bench run observed by stallscope, and what both printed.
