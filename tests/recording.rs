@@ -152,9 +152,15 @@ fn replayed_app_equals_live_app_and_report_matches_summary() {
         for (t, seg) in summary.targets.iter().zip(&whole) {
             assert_eq!(seg.ops, t.ops, "{name}: ops of target {}", t.target);
             assert_eq!(
-                seg.lat,
+                seg.lat.unwrap_or_default(),
                 LatSummary::of(&t.hist),
                 "{name}: percentiles of target {}",
+                t.target
+            );
+            assert_eq!(
+                (seg.stalls, seg.stall_ns),
+                (t.stalls, t.stall_ns),
+                "{name}: stalls of target {}",
                 t.target
             );
         }

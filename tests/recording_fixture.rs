@@ -9,8 +9,16 @@
 //! into the last whole interval, as runs do now — the observe fixture's
 //! 6.0 s run reports 6 intervals, not 7; and (2026-12-05) an observed
 //! process's line says the wall time any thread was stalled, clipped to
-//! the span, beside the thread time, and lists time by thread name. One
-//! fixture has
+//! the span, beside the thread time, and lists time by thread name; and
+//! (2026-12-06) every stall filed in the span counts in every output, from
+//! one list: the SVG legend counts whole stalls by cause as the text and
+//! the summary do (dirty_throttle 64 (21.9 s) = the writers' 53 + dd's 11,
+//! sync 2 (11.4 s), where it had 60 and 5.2 s, clipped and missing those
+//! that began outside the span), an observed process's stalls are no
+//! longer dots in the write-latency panel, the text shows ops/s and MiB/s
+//! as totals over the time active with the median beside them, and the
+//! CSV has a row per observed process and, after the old columns, `pid`,
+//! `stall_ms` and `stall_ms_<cause>`. One fixture has
 //! writers and an observed process with stalls of both (capped lab ext4,
 //! root, tracing), the other the dashboard's runtime markers.
 

@@ -4,7 +4,7 @@
 //! markers. Pure: the SVG (`report`, `compare`) only draws what this says.
 
 use crate::model::cause::Cause;
-use crate::model::snapshot::Snapshot;
+use crate::model::snapshot::cause_totals;
 use crate::model::stall::{Stall, Who};
 
 /// One stall clipped to the chart's span, seconds since the start.
@@ -39,22 +39,17 @@ pub const THREAD_LANES: usize = 4;
 
 /// A lane for each target (named by `targets`) and for each observed
 /// process in `procs` (pid, name) one per most stalled thread name, holding
-/// every stall in `snapshots` that overlaps `[x0, x1]`.
+/// every one of `stalls` (the span's: `ReportInput::stalls`) clipped to
+/// `[x0, x1]`. A stall that began after `x1` (an op the writers started as
+/// the run stopped) is a sliver at the end, never left out: the lanes show
+/// every stall the summary counts.
 pub fn stall_lanes(
-    snapshots: &[Snapshot],
+    stalls: &[&Stall],
     targets: &[String],
     procs: &[(u32, String)],
     x0: f64,
     x1: f64,
 ) -> Vec<Lane> {
-    let stalls: Vec<&Stall> = snapshots
-        .iter()
-        .flat_map(|s| &s.stalls)
-        .filter(|st| {
-            let (from, to) = span_of(st);
-            to >= x0 && from <= x1
-        })
-        .collect();
     let mut lanes: Vec<Lane> = targets
         .iter()
         .enumerate()
@@ -65,7 +60,7 @@ pub fn stall_lanes(
         })
         .collect();
     for (pid, comm) in procs {
-        lanes.extend(thread_lanes(&stalls, *pid, comm, procs.len() > 1));
+        lanes.extend(thread_lanes(stalls, *pid, comm, procs.len() > 1));
     }
     for st in stalls {
         let of = match &st.ev.who {
@@ -84,8 +79,8 @@ pub fn stall_lanes(
         if let Some(l) = lanes.iter_mut().find(|l| l.of == of) {
             let (from, to) = span_of(st);
             l.spans.push(StallSpan {
-                from_s: from.max(x0),
-                to_s: to.min(x1),
+                from_s: from.clamp(x0, x1),
+                to_s: to.clamp(x0, x1),
                 cause: st.why.cause,
             });
         }
@@ -152,16 +147,15 @@ fn span_of(st: &Stall) -> (f64, f64) {
     (from, from + st.ev.dur() as f64 / 1e9)
 }
 
-/// Per cause present in the lanes: how many stalls and their summed time
-/// (s), in `Cause::ALL` order — the lanes' legend.
-pub fn cause_legend(lanes: &[Lane]) -> Vec<(Cause, usize, f64)> {
+/// Per cause of `stalls` (the span's): how many stalls it headlines and
+/// its time by shares (s), in `Cause::ALL` order — the lanes' legend,
+/// tallied by `cause_totals` like the text and the summary, so they agree
+/// (whole stalls, not their clipped bars).
+pub fn cause_legend(stalls: &[&Stall]) -> Vec<(Cause, u64, f64)> {
+    let totals = cause_totals(stalls.iter().copied());
     Cause::ALL
         .iter()
-        .filter_map(|&c| {
-            let spans = lanes.iter().flat_map(|l| &l.spans).filter(|s| s.cause == c);
-            let (n, secs) = spans.fold((0, 0.0), |(n, t), s| (n + 1, t + (s.to_s - s.from_s)));
-            (n > 0).then_some((c, n, secs))
-        })
+        .filter_map(|c| totals.get(c).map(|t| (*c, t.count, t.ms / 1e3)))
         .collect()
 }
 
@@ -230,30 +224,36 @@ mod tests {
     #[test]
     fn stalls_become_spans_in_their_own_lane_clipped_to_the_span() {
         let w = |target| Who::Writer { target, thread: 0 };
-        let s = Snapshot {
-            stalls: vec![
-                stall(w(0), 5.0, 13.0, Cause::Sync),
-                stall(w(1), 20.0, 0.2, Cause::DirtyThrottle),
-                stall(w(0), 58.0, 4.0, Cause::DirtyThrottle),
-                stall(w(0), 90.0, 1.0, Cause::Sync),
-            ],
-            ..Snapshot::default()
-        };
-        let lanes = stall_lanes(&[s], &names(2), &[], 0.0, 60.0);
+        let stalls = [
+            stall(w(0), 5.0, 13.0, Cause::Sync),
+            stall(w(1), 20.0, 0.2, Cause::DirtyThrottle),
+            stall(w(0), 58.0, 4.0, Cause::DirtyThrottle),
+            stall(w(0), 90.0, 1.0, Cause::Sync),
+        ];
+        let all: Vec<&Stall> = stalls.iter().collect();
+        let lanes = stall_lanes(&all, &names(2), &[], 0.0, 60.0);
         assert_eq!(lanes.len(), 2);
         let l0 = &lanes[0].spans;
-        assert_eq!(l0.len(), 2, "the stall after the span is left out");
+        assert_eq!(l0.len(), 3, "every stall given is in its lane");
         assert_eq!((l0[0].from_s, l0[0].to_s), (5.0, 18.0), "13 s long");
         assert_eq!(
             (l0[1].from_s, l0[1].to_s),
             (58.0, 60.0),
             "clipped at the end"
         );
+        assert_eq!(
+            (l0[2].from_s, l0[2].to_s),
+            (60.0, 60.0),
+            "one begun after the end is a sliver at the end"
+        );
         assert_eq!(lanes[1].spans.len(), 1, "target 1's stall in its lane");
-        let legend = cause_legend(&lanes);
+        let legend = cause_legend(&all);
         assert_eq!(legend[0].0, Cause::DirtyThrottle);
         assert_eq!(legend[0].1, 2);
-        assert!((legend[1].2 - 13.0).abs() < 1e-9, "sync: 13 s in the span");
+        assert!(
+            (legend[1].2 - 14.0).abs() < 1e-9,
+            "sync: whole stalls, as the summary counts them"
+        );
     }
 
     #[test]
@@ -273,11 +273,8 @@ mod tests {
             .collect();
         stalls.push(stall(w(4), 2.0, 10.0, Cause::Sync));
         stalls.push(stall(w(0), 20.0, 0.2, Cause::DirtyThrottle));
-        let s = Snapshot {
-            stalls,
-            ..Snapshot::default()
-        };
-        let lanes = stall_lanes(&[s], &names(1), &[], 0.0, 30.0);
+        let all: Vec<&Stall> = stalls.iter().collect();
+        let lanes = stall_lanes(&all, &names(1), &[], 0.0, 30.0);
         assert_eq!(lanes[0].spans.len(), 22, "every stall is a span");
         let b = bands(&lanes[0]);
         assert_eq!(b.len(), 2, "{b:?}");
@@ -296,8 +293,8 @@ mod tests {
             (b[1].1[0].1 - b[1].1[0].0 - 10.0).abs() < 1e-6,
             "the sync whole"
         );
-        let legend = cause_legend(&lanes);
-        assert_eq!(legend[0].1, 21, "the legend still counts stalls, not bands");
+        let legend = cause_legend(&all);
+        assert_eq!(legend[0].1, 21, "the legend counts stalls, not bands");
     }
 
     #[test]
@@ -316,11 +313,8 @@ mod tests {
         for (i, n) in ["a", "b", "c"].iter().enumerate() {
             stalls.push(stall(t(10 + i as u32, n), 9.0, 0.1, Cause::Fault));
         }
-        let s = Snapshot {
-            stalls,
-            ..Snapshot::default()
-        };
-        let lanes = stall_lanes(&[s], &[], &[(7, "db_bench".into())], 0.0, 60.0);
+        let all: Vec<&Stall> = stalls.iter().collect();
+        let lanes = stall_lanes(&all, &[], &[(7, "db_bench".into())], 0.0, 60.0);
         let names: Vec<&str> = lanes.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(
             names,

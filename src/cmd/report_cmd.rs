@@ -5,6 +5,7 @@
 use crate::base::error::UsageError;
 use crate::base::units::Dur;
 use crate::cmd::report::{render_csv, render_svg, render_text, summarize, ReportInput};
+use crate::sink::recording::PRINTED_NOTE;
 use std::path::Path;
 
 pub fn run(
@@ -41,8 +42,14 @@ pub fn run(
         eprintln!("stallscope: {note}");
     }
     let h = &rec.header;
+    let title = if rec.printed {
+        eprintln!("stallscope: {}: {}", file.display(), PRINTED_NOTE);
+        format!("{} — from `run --format jsonl` output", printed_workload(h))
+    } else {
+        format!("{} — {}, Linux {}", h.workload(), h.host, h.kernel)
+    };
     let input = ReportInput {
-        title: format!("{} — {}, Linux {}", h.workload(), h.host, h.kernel),
+        title,
         targets: &h.targets,
         snapshots: &rec.snapshots,
         from_s: from.map(|d| d.0.as_secs_f64()),
@@ -70,6 +77,22 @@ pub fn run(
         eprintln!("stallscope: wrote {}", out.display());
     }
     Ok(())
+}
+
+/// What is known of the workload from printed lines: the writers' mode and
+/// threads (not their record size or sync), and the observed processes.
+fn printed_workload(h: &crate::sink::recording::Header) -> String {
+    let observed: Vec<String> = h
+        .observed
+        .iter()
+        .map(|w| format!("{} ({})", w.comm, w.pid))
+        .collect();
+    let writers = format!("{} × {} threads", h.config.mode, h.config.threads);
+    match (h.targets.is_empty(), observed.is_empty()) {
+        (false, true) => writers,
+        (true, _) => format!("observing {}", observed.join(", ")),
+        (false, false) => format!("{writers}; observing {}", observed.join(", ")),
+    }
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

@@ -129,8 +129,16 @@ impl<W: Write> Sink for Printer<W> {
                 writeln!(self.out)?;
                 writeln!(
                     self.out,
-                    "summary: {:.1} s, {} ops, {:.0} ops/s, {:.2} MiB/s, {} stalls ({:.0} ms stalled)",
-                    line.duration_s, line.ops, line.ops_per_s, line.mib_per_s, line.stalls, line.stall_ms
+                    "summary: {:.1} s, {} ops, {:.0} ops/s, {:.2} MiB/s, {} stalls ({:.0} ms stalled){}",
+                    line.duration_s, line.ops, line.ops_per_s, line.mib_per_s, line.stalls, line.stall_ms,
+                    if line.observed_stalls > 0 {
+                        format!(
+                            ": {} of our writers, {} of observed processes",
+                            line.writer_stalls, line.observed_stalls
+                        )
+                    } else {
+                        String::new()
+                    }
                 )?;
                 let l = line.lat_us;
                 writeln!(
@@ -144,12 +152,8 @@ impl<W: Write> Sink for Printer<W> {
                     ms(l.max)
                 )?;
                 if !line.by_cause.is_empty() {
-                    let parts: Vec<String> = line
-                        .by_cause
-                        .iter()
-                        .map(|(c, t)| format!("{} {} ({:.0} ms)", c.as_str(), t.count, t.ms))
-                        .collect();
-                    writeln!(self.out, "stalls by cause: {}", parts.join(", "))?;
+                    let causes = causes_text(&line.by_cause, |ms| format!("{ms:.0} ms"));
+                    writeln!(self.out, "stalls by cause: {causes}")?;
                 }
                 self.observed_summary(&line)?;
                 if line.targets.len() > 1 {
@@ -187,11 +191,7 @@ fn blocked_text(by: &std::collections::BTreeMap<crate::model::cause::Cause, f64>
 impl<W: Write> Printer<W> {
     fn observed_summary(&mut self, line: &SummaryLine) -> io::Result<()> {
         for o in &line.observed {
-            let causes: Vec<String> = o
-                .by_cause
-                .iter()
-                .map(|(c, t)| format!("{} {} ({:.0} ms)", c.as_str(), t.count, t.ms))
-                .collect();
+            let causes = causes_text(&o.by_cause, |ms| format!("{ms:.0} ms"));
             writeln!(
                 self.out,
                 "observed {} (pid {}){}: {} stalls ({:.0} ms of thread time, stalled {:.0} ms of the run){}{}{}, most threads in D at once {}, {} major faults, {}",
@@ -202,7 +202,7 @@ impl<W: Write> Printer<W> {
                 o.stall_ms,
                 o.stalled_ms,
                 if causes.is_empty() { "" } else { ": " },
-                causes.join(", "),
+                causes,
                 blocked_text(&o.blocked_ms_by_cause),
                 o.d_threads_max,
                 o.majflt,

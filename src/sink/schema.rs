@@ -228,9 +228,18 @@ pub struct SummaryLine<'a> {
     pub mib_per_s: f64,
     pub ops_per_s: f64,
     pub lat_us: LatSummary,
+    /// Every stall, ours and observed processes' (builds before
+    /// 2026-12-06 counted ours only here).
     pub stalls: u64,
     pub stall_ms: f64,
+    /// Every stall by cause, ours and observed.
     pub by_cause: BTreeMap<Cause, CauseTotal>,
+    /// Our writers' stalls, and observed processes' threads' stalls: the
+    /// two parts of `stalls`.
+    pub writer_stalls: u64,
+    pub writer_stall_ms: f64,
+    pub observed_stalls: u64,
+    pub observed_stall_ms: f64,
     pub targets: Vec<TargetSummaryLine<'a>>,
     /// Observe mode only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -364,6 +373,10 @@ pub fn summary_line<'a>(s: &'a Summary, meta: &'a [TargetMeta]) -> SummaryLine<'
         stalls: s.stalls(),
         stall_ms: round(s.stall_ns() as f64 / 1e6, 3),
         by_cause: rounded(s.by_cause()),
+        writer_stalls: s.writer_stalls(),
+        writer_stall_ms: round(s.writer_stall_ns() as f64 / 1e6, 3),
+        observed_stalls: s.observed_stalls(),
+        observed_stall_ms: round(s.observed_stall_ns() as f64 / 1e6, 3),
         targets: s
             .targets
             .iter()
@@ -391,6 +404,31 @@ fn rounded(mut m: BTreeMap<Cause, CauseTotal>) -> BTreeMap<Cause, CauseTotal> {
         v.ms = round(v.ms, 3);
     }
     m
+}
+
+/// Stalls by cause in words, `time` writing a time given in ms:
+/// `writeback_wait 20 (173.42 s), sync 1 (2.00 s); within them:
+/// dirty_throttle 0.34 s`. A cause is counted by the stalls it headlines
+/// and timed by its shares of every stall (so the times add up to the time
+/// stalled); a cause that only had a share of other stalls is named with
+/// its time "within them", never as `dirty_throttle 0 (0.34 s)`, which
+/// reads as a contradiction.
+pub fn causes_text(m: &BTreeMap<Cause, CauseTotal>, time: impl Fn(f64) -> String) -> String {
+    let counted: Vec<String> = m
+        .iter()
+        .filter(|(_, t)| t.count > 0)
+        .map(|(c, t)| format!("{} {} ({})", c.as_str(), t.count, time(t.ms)))
+        .collect();
+    let within: Vec<String> = m
+        .iter()
+        .filter(|(_, t)| t.count == 0 && t.ms > 0.0)
+        .map(|(c, t)| format!("{} {}", c.as_str(), time(t.ms)))
+        .collect();
+    match (counted.is_empty(), within.is_empty()) {
+        (_, true) => counted.join(", "),
+        (true, false) => format!("within other stalls: {}", within.join(", ")),
+        (false, false) => format!("{}; within them: {}", counted.join(", "), within.join(", ")),
+    }
 }
 
 /// The cause with the most stall time among one target's stalls.
@@ -442,5 +480,87 @@ pub fn evidence_text(e: &Evidence) -> String {
         String::new()
     } else {
         format!(" {}", parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::snapshot::TargetSummary;
+
+    fn total(count: u64, ms: f64) -> CauseTotal {
+        CauseTotal { count, ms }
+    }
+
+    /// Observe mode: the top-level count is every stall, with its two
+    /// parts named, so `"stalls":0` never sits beside 1518 per process.
+    #[test]
+    fn the_summary_counts_observed_stalls_at_the_top_and_names_the_parts() {
+        let target = TargetSummary {
+            target: 0,
+            ops: 10,
+            bytes: 10,
+            hist: crate::model::ops::new_histogram(),
+            sync_hist: crate::model::ops::new_histogram(),
+            stalls: 2,
+            stall_ns: 300_000_000,
+            by_cause: BTreeMap::from([(Cause::Sync, total(2, 300.0))]),
+        };
+        let observed = ObservedSummary {
+            pid: 7,
+            stalls: 1518,
+            stall_ns: 9_000_000_000,
+            by_cause: BTreeMap::from([(Cause::Sync, total(1518, 9000.0))]),
+            ..ObservedSummary::default()
+        };
+        let s = Summary {
+            duration_s: 10.0,
+            targets: vec![target.clone()],
+            observed: vec![observed.clone()],
+        };
+        let meta = [TargetMeta {
+            path: "/a".into(),
+            fs: "ext4".into(),
+            device: "?".into(),
+            mount_options: String::new(),
+        }];
+        let v = serde_json::to_value(summary_line(&s, &meta)).unwrap();
+        let (w, o) = (target.stalls, observed.stalls);
+        assert_eq!(v["stalls"], w + o);
+        assert_eq!(
+            (v["writer_stalls"].clone(), v["observed_stalls"].clone()),
+            (w.into(), o.into())
+        );
+        assert_eq!(v["by_cause"]["sync"]["count"], w + o);
+        let ms = (target.stall_ns + observed.stall_ns) as f64 / 1e6;
+        assert_eq!(v["stall_ms"], ms);
+        // Observing only: the total is the observed one.
+        let only = Summary {
+            targets: vec![],
+            ..s
+        };
+        assert_eq!(
+            serde_json::to_value(summary_line(&only, &[])).unwrap()["stalls"],
+            o
+        );
+    }
+
+    #[test]
+    fn a_cause_with_time_but_no_stall_of_its_own_is_time_within_them() {
+        let ms = |v: f64| format!("{v:.0} ms");
+        let m = BTreeMap::from([
+            (Cause::Sync, total(3, 900.0)),
+            (Cause::Unknown, total(0, 147.0)),
+        ]);
+        assert_eq!(
+            causes_text(&m, ms),
+            "sync 3 (900 ms); within them: unknown 147 ms"
+        );
+        let only = BTreeMap::from([(Cause::Unknown, total(0, 147.0))]);
+        assert_eq!(
+            causes_text(&only, ms),
+            "within other stalls: unknown 147 ms"
+        );
+        assert_eq!(causes_text(&BTreeMap::new(), ms), "");
     }
 }

@@ -61,17 +61,17 @@ impl ReportInput<'_> {
         Some((first.t_s - first.interval_s, last.t_s))
     }
 
-    /// A target's stalls that started in `[from_s, to_s)`. All snapshots are
-    /// searched: a stall is reported in the interval it ends in, which may
-    /// lie past the span.
-    fn stalls_starting(&self, target: usize, from_s: f64, to_s: f64) -> Vec<&Stall> {
-        self.snapshots
-            .iter()
-            .flat_map(|s| &s.stalls)
-            .filter(|st| {
-                st.ev.who.target() == Some(target) && (from_s..to_s).contains(&start_s(st))
-            })
-            .collect()
+    /// Every stall of the span, ours and observed processes' alike, by
+    /// start: those filed in its intervals. A stall is filed in the
+    /// interval it ended in, so over a whole recording this is every stall
+    /// the run's summary counts, wherever it started (before a target
+    /// switch, while the writers were stopping, after the last interval
+    /// began). Every output counts stalls from this one list, so the text,
+    /// the chart, the CSV and the summary cannot disagree.
+    pub fn stalls(&self) -> Vec<&Stall> {
+        let mut v: Vec<&Stall> = self.selected().flat_map(|s| &s.stalls).collect();
+        v.sort_by_key(|st| st.ev.start_ns);
+        v
     }
 
     fn label(&self, target: usize) -> String {
@@ -105,9 +105,16 @@ pub struct Segment {
     /// figure that one stalled interval does not drag down.
     pub median_ops_per_s: f64,
     pub median_mib_per_s: f64,
-    /// Write latency (µs) of the merged interval histograms.
-    pub lat: LatSummary,
-    /// Stalls of this target that started in the segment's span.
+    /// Totals over the time the target was active (ops / s, bytes / s):
+    /// beside the medians, so a target that wrote never reads 0 when most
+    /// of its intervals were stalled.
+    pub mean_ops_per_s: f64,
+    pub mean_mib_per_s: f64,
+    /// Write latency (µs) of the merged interval histograms; None when no
+    /// op was timed (an idle target, or a file without histograms).
+    pub lat: Option<LatSummary>,
+    /// Its target's stalls of the span (`ReportInput::stalls`) that belong
+    /// here (`place_stalls`).
     pub stalls: u64,
     pub stall_ns: u64,
     pub by_cause: BTreeMap<Cause, CauseTotal>,
@@ -122,30 +129,73 @@ fn interval_of(s: &Snapshot, target: usize) -> Option<&TargetInterval> {
 
 /// One segment per target and contiguous run of intervals in which the
 /// target was active with one (mode, threads); ordered by target, then time.
+/// Each of the span's writer stalls is in the segment of its target that
+/// `place_stalls` picks, so the segments of a target add up to its
+/// whole-span line.
 pub fn summarize(input: &ReportInput) -> Vec<Segment> {
-    (0..input.targets.len())
+    let mut segs: Vec<Segment> = (0..input.targets.len())
         .flat_map(|target| {
             runs(input, target).into_iter().map(move |rows| {
                 let t = rows[0].1;
-                segment(input, target, Some((t.mode, t.threads)), &rows)
+                segment(target, Some((t.mode, t.threads)), &rows)
             })
         })
-        .collect()
+        .collect();
+    let stalls = input.stalls();
+    let spans: Vec<(usize, f64)> = segs.iter().map(|s| (s.target, s.from_s)).collect();
+    for (i, placed) in place_stalls(&spans, &stalls).into_iter().enumerate() {
+        add_stalls(&mut segs[i], &placed);
+    }
+    segs
 }
 
-/// One whole-span line per target seen in the span. Every interval counts,
-/// active or not, so ops and percentiles equal the run summary's for the
-/// same span; the medians use the active intervals only, since an idle
-/// target's zeros say nothing about its speed.
+/// Which segment each writer stall goes to, given the segments' (target,
+/// start) in time order per target: the last of its target's segments that
+/// began at or before the stall did (the setting in force when it began,
+/// or the one whose writers were stopping when it began after a switch or
+/// a pause), else its target's first. A stall of a target without a
+/// segment in the span is in its whole-span line only.
+fn place_stalls<'a>(segs: &[(usize, f64)], stalls: &[&'a Stall]) -> Vec<Vec<&'a Stall>> {
+    let mut out: Vec<Vec<&Stall>> = vec![Vec::new(); segs.len()];
+    for st in stalls {
+        let Some(target) = st.ev.who.target() else {
+            continue;
+        };
+        let own = || segs.iter().enumerate().filter(|(_, s)| s.0 == target);
+        let at = own()
+            .rfind(|(_, s)| s.1 <= start_s(st))
+            .or_else(|| own().next());
+        if let Some((i, _)) = at {
+            out[i].push(st);
+        }
+    }
+    out
+}
+
+/// One whole-span line per target seen in the span (active, writing, or
+/// with a stall). Every interval counts, active or not, so ops and
+/// percentiles equal the run summary's for the same span; the medians use
+/// the active intervals only, since an idle target's zeros say nothing
+/// about its speed.
 pub fn totals(input: &ReportInput) -> Vec<Segment> {
+    let stalls = input.stalls();
     (0..input.targets.len())
         .filter_map(|target| {
             let rows: Vec<Row> = input
                 .selected()
                 .filter_map(|s| interval_of(s, target).map(|t| (s, t)))
                 .collect();
-            let seen = rows.iter().any(|(_, t)| t.active || t.ops > 0);
-            seen.then(|| segment(input, target, None, &rows))
+            let own: Vec<&Stall> = stalls
+                .iter()
+                .copied()
+                .filter(|st| st.ev.who.target() == Some(target))
+                .collect();
+            let seen = rows.iter().any(|(_, t)| t.active || t.ops > 0) || !own.is_empty();
+            (seen && !rows.is_empty()).then(|| {
+                let mut s = segment(target, None, &rows);
+                add_stalls(&mut s, &own);
+                s
+            })
         })
         .collect()
 }
@@ -170,13 +220,9 @@ fn runs<'a>(input: &'a ReportInput, target: usize) -> Vec<Vec<Row<'a>>> {
     out
 }
 
-/// Figures over `rows` (not empty, in time order).
-fn segment(
-    input: &ReportInput,
-    target: usize,
-    setting: Option<(Mode, u32)>,
-    rows: &[Row],
-) -> Segment {
+/// Figures over `rows` (not empty, in time order), without stalls (see
+/// `add_stalls`).
+fn segment(target: usize, setting: Option<(Mode, u32)>, rows: &[Row]) -> Segment {
     let (first, last) = (rows[0].0, rows[rows.len() - 1].0);
     let (from_s, to_s) = (first.t_s - first.interval_s, last.t_s);
     let mut hist = crate::model::ops::new_histogram();
@@ -189,7 +235,23 @@ fn segment(
         .filter(|(_, t)| t.active)
         .map(|(s, t)| t.rates(s.interval_s))
         .collect();
-    let stalls = input.stalls_starting(target, from_s, to_s);
+    let (ops, bytes) = (
+        rows.iter().map(|(_, t)| t.ops).sum(),
+        rows.iter().map(|(_, t)| t.bytes).sum(),
+    );
+    // Over the time active: a whole-span line's idle stretches (the writers
+    // were on another target) would understate its speed.
+    let active_s: f64 = rows
+        .iter()
+        .filter(|(_, t)| t.active)
+        .map(|(s, _)| s.interval_s)
+        .sum();
+    let secs = if active_s > 0.0 {
+        active_s
+    } else {
+        to_s - from_s
+    };
+    let mean = crate::model::snapshot::rates(ops, bytes, secs);
     Segment {
         target,
         mode: setting.map(|s| s.0),
@@ -197,15 +259,24 @@ fn segment(
         from_s,
         to_s,
         intervals: rows.len(),
-        ops: rows.iter().map(|(_, t)| t.ops).sum(),
-        bytes: rows.iter().map(|(_, t)| t.bytes).sum(),
+        ops,
+        bytes,
         median_ops_per_s: median(rates.iter().map(|r| r.ops_per_s).collect()),
         median_mib_per_s: median(rates.iter().map(|r| r.mib_per_s).collect()),
-        lat: LatSummary::of(&hist),
-        stalls: stalls.len() as u64,
-        stall_ns: stalls.iter().map(|s| s.ev.dur()).sum(),
-        by_cause: cause_totals(stalls.iter().copied()),
+        mean_ops_per_s: mean.ops_per_s,
+        mean_mib_per_s: mean.mib_per_s,
+        lat: (!hist.is_empty()).then(|| LatSummary::of(&hist)),
+        stalls: 0,
+        stall_ns: 0,
+        by_cause: BTreeMap::new(),
     }
+}
+
+/// Counts `stalls` into a segment (count, time, by cause: `cause_totals`).
+fn add_stalls(seg: &mut Segment, stalls: &[&Stall]) {
+    seg.stalls += stalls.len() as u64;
+    seg.stall_ns += stalls.iter().map(|s| s.ev.dur()).sum::<u64>();
+    crate::model::snapshot::merge_causes(&mut seg.by_cause, &cause_totals(stalls.iter().copied()));
 }
 
 /// The middle value (mean of the two middle ones for an even count); 0 for none.

@@ -171,11 +171,9 @@ fn a_thread_change_or_an_idle_gap_starts_a_new_segment() {
     assert_eq!(got, vec![(Some(4), 1), (Some(8), 1), (Some(8), 1)]);
 }
 
-#[test]
-fn median_of_per_interval_rates() {
-    let targets = [meta("/a", "ext4")];
-    let snaps: Vec<Snapshot> = [3usize, 100, 5, 7]
-        .iter()
+/// One target active in every interval, `ops[i]` 10 µs writes in the i-th.
+fn active_intervals(ops: &[usize]) -> Vec<Snapshot> {
+    ops.iter()
         .enumerate()
         .map(|(i, &n)| {
             snap(
@@ -184,7 +182,13 @@ fn median_of_per_interval_rates() {
                 vec![],
             )
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn median_of_per_interval_rates() {
+    let targets = [meta("/a", "ext4")];
+    let snaps = active_intervals(&[3, 100, 5, 7]);
     let seg = &summarize(&input(&targets, &snaps))[0];
     assert_eq!(seg.median_ops_per_s, 6.0);
     assert!((seg.median_mib_per_s - 6.0 * 818.0 / 1048576.0).abs() < 1e-12);
@@ -192,18 +196,103 @@ fn median_of_per_interval_rates() {
     assert_eq!(median(vec![]), 0.0);
 }
 
+/// A target that wrote but was stalled most of the time: the median of
+/// its intervals' rates is 0, the mean (total over the time) is not.
+#[test]
+fn a_mostly_stalled_target_has_a_mean_rate_beside_its_median_of_zero() {
+    let targets = [meta("/a", "btrfs")];
+    let ops = [0usize, 0, 400, 0, 0];
+    let snaps = active_intervals(&ops);
+    let inp = input(&targets, &snaps);
+    let seg = &summarize(&inp)[0];
+    assert_eq!(seg.median_mib_per_s, 0.0);
+    let secs = snaps.len() as f64;
+    let written: u64 = snaps.iter().map(|s| s.targets[0].bytes).sum();
+    assert!((seg.mean_mib_per_s - written as f64 / 1048576.0 / secs).abs() < 1e-12);
+    assert_eq!(seg.mean_ops_per_s, ops.iter().sum::<usize>() as f64 / secs);
+    let text = render_text(&summarize(&inp), &inp);
+    let row = text.lines().find(|l| l.contains("s  mmap ")).unwrap();
+    assert!(
+        row.contains(&format!(" {:.2} ", seg.mean_mib_per_s)),
+        "the row shows the mean: {row}"
+    );
+}
+
+/// A cause with no stall of its own but a share of another's time is
+/// named as time within them, never "dirty_throttle 0 (0.34 s)".
+#[test]
+fn a_cause_with_only_shares_reads_as_time_within_other_stalls() {
+    use crate::model::cause::Share;
+    let targets = [meta("/a", "btrfs")];
+    let mut st = stall(0, 0.5, 1000, Cause::WritebackWait);
+    st.why.shares = vec![
+        Share {
+            cause: Cause::WritebackWait,
+            ms: 660.0,
+        },
+        Share {
+            cause: Cause::DirtyThrottle,
+            ms: 340.0,
+        },
+    ];
+    let snaps = vec![snap(0, vec![ti(0, true, Mode::Mmap, 1, &[5])], vec![st])];
+    let inp = input(&targets, &snaps);
+    let text = render_text(&summarize(&inp), &inp);
+    assert!(
+        text.contains("writeback_wait 1 (0.66 s); within them: dirty_throttle 0.34 s"),
+        "{text}"
+    );
+    assert!(!text.contains("dirty_throttle 0 ("), "{text}");
+}
+
+/// Stalls whose start lies outside every active run of their target (in
+/// the interval of a switch, while its writers stopped, after the last
+/// interval began) are still the target's: each goes to a segment, and
+/// the segments add up to the whole-span line and to every stall filed.
+#[test]
+fn every_stall_of_the_span_is_in_a_segment_of_its_target() {
+    let (targets, mut snaps) = moving();
+    // Target 0 is active until 6 s: one begun at 6.2 s (its writers
+    // stopping), one begun before the run's 8 s end by target 1 and one
+    // begun after it, filed in the last interval.
+    snaps[6].stalls = vec![stall(0, 6.2, 500, Cause::Sync)];
+    snaps[7].stalls = vec![
+        stall(1, 7.5, 3000, Cause::Sync),
+        stall(1, 8.1, 2000, Cause::Sync),
+    ];
+    let inp = input(&targets, &snaps);
+    let segs = summarize(&inp);
+    let placed: u64 = segs.iter().map(|s| s.stalls).sum();
+    assert_eq!(placed, inp.stalls().len() as u64);
+    let buffered0 = segs
+        .iter()
+        .find(|s| s.target == 0 && s.from_s == 3.0)
+        .unwrap();
+    assert_eq!(buffered0.stalls, 1, "the stopping writers' stall");
+    let t1 = segs.iter().find(|s| s.target == 1).unwrap();
+    assert_eq!(t1.stalls, 2, "the one begun after the end too");
+    for all in totals(&inp) {
+        let own: u64 = segs
+            .iter()
+            .filter(|s| s.target == all.target)
+            .map(|s| s.stalls)
+            .sum();
+        assert_eq!(all.stalls, own, "target {}", all.target);
+    }
+}
+
 #[test]
 fn merged_percentiles_equal_one_histogram_of_all_values() {
     let (targets, snaps) = moving();
     let segs = summarize(&input(&targets, &snaps));
     let mmap: Vec<u64> = (0..3u64).flat_map(|i| 1..=10 * (i + 1)).collect();
-    assert_eq!(segs[0].lat, LatSummary::of(&hist(&mmap)));
+    assert_eq!(segs[0].lat, Some(LatSummary::of(&hist(&mmap))));
     assert_eq!(segs[0].ops, mmap.len() as u64);
     // The whole-span line equals the run summary's: every interval merged.
     let all: Vec<u64> = (0..6u64).flat_map(|i| 1..=10 * (i + 1)).collect();
     let t0 = &totals(&input(&targets, &snaps))[0];
     assert_eq!((t0.mode, t0.intervals), (None, 8));
-    assert_eq!(t0.lat, LatSummary::of(&hist(&all)));
+    assert_eq!(t0.lat, Some(LatSummary::of(&hist(&all))));
 }
 
 #[test]
@@ -226,7 +315,9 @@ fn stalls_count_by_cause_per_segment_and_target() {
     assert_eq!(a.by_cause[&Cause::Sync].count, 1);
     assert!(!a.by_cause.contains_key(&Cause::Unknown));
     assert_eq!((b.stalls, b.by_cause[&Cause::Sync].ms), (1, 120.0));
-    assert_eq!(segs[2].stalls, 0);
+    // Target 1's stall at 1.6 s, before its writers came to it: still
+    // its own, in its only segment (every stall of the span is counted).
+    assert_eq!(segs[2].stalls, 1);
     let text = render_text(&segs, &input(&targets, &snaps));
     assert!(
         text.contains("dirty_throttle 2 (0.50 s), sync 1 (1.50 s)"),

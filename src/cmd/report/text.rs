@@ -4,12 +4,13 @@
 
 use super::{totals, ReportInput, Segment};
 use crate::model::cause::Cause;
-use crate::model::snapshot::{cause_totals, CauseTotal};
+use crate::model::snapshot::{cause_totals, LatSummary};
 use crate::model::stall::Stall;
+use crate::sink::schema::causes_text;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-const TEXT_HEADER: &str = "     from       to  mode      thr  ints     ops/s     MiB/s       p50       p99     p99.9       max  stalls   stalled  causes";
+const TEXT_HEADER: &str = "     from       to  mode      thr  ints     ops/s     MiB/s  med MiB/s       p50       p99     p99.9       max  stalls   stalled  causes";
 
 /// The text summary: per target, its segments, then a whole-span line when
 /// it had more than one segment.
@@ -22,7 +23,7 @@ pub fn render_text(segs: &[Segment], input: &ReportInput) -> String {
     let n = input.selected().count();
     let _ = writeln!(
         out,
-        "span {from:.1}–{to:.1} s, {n} intervals; rates are medians of the per-interval rates; latencies in ms from merged histograms"
+        "span {from:.1}–{to:.1} s, {n} intervals; ops/s and MiB/s are totals over the time active, med the median of the active intervals' MiB/s; latencies in ms from merged histograms"
     );
     let totals = totals(input);
     for (target, _) in input.targets.iter().enumerate() {
@@ -53,6 +54,11 @@ pub fn render_text(segs: &[Segment], input: &ReportInput) -> String {
 fn observed_text(input: &ReportInput) -> String {
     let mut procs: BTreeMap<u32, ObservedSpan> = BTreeMap::new();
     let mut stalls: BTreeMap<u32, Vec<&Stall>> = BTreeMap::new();
+    for st in input.stalls() {
+        if let Some(pid) = st.ev.who.pid() {
+            stalls.entry(pid).or_default().push(st);
+        }
+    }
     for s in input.selected() {
         for o in &s.observed {
             let e = procs.entry(o.pid).or_insert_with(|| ObservedSpan {
@@ -68,11 +74,6 @@ fn observed_text(input: &ReportInput) -> String {
                 *e.blocked.entry(*c).or_default() += ms;
             }
             e.starved_ms += o.starved_ms.unwrap_or(0.0);
-        }
-        for st in &s.stalls {
-            if let Some(pid) = st.ev.who.pid() {
-                stalls.entry(pid).or_default().push(st);
-            }
         }
     }
     let mut out = String::new();
@@ -116,7 +117,7 @@ fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f
         union.total() as f64 / 1e9,
         thread_time as f64 / 1e9,
         if own.is_empty() { "" } else { ": " },
-        causes_text(&cause_totals(own.iter().copied())),
+        causes_text(&cause_totals(own.iter().copied()), secs),
         p.d_max,
         p.majflt,
         p.write_bytes.map_or("write_bytes unreadable".to_string(), |b| format!(
@@ -146,6 +147,14 @@ fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f
     out.push_str(&group_text("by thread name", &by_thread));
     let by_file = group(own, |s| s.ev.call.as_ref().and_then(|c| c.file.clone()));
     out.push_str(&group_text("by file", &by_file));
+    // A chained stall waited for another thread: which one, doing what.
+    let by_waker = group(own, |s| {
+        s.why.via.first().map(|h| format!("← {}", h.doing()))
+    });
+    out.push_str(&group_text(
+        "waited for another thread (wake-up chains), by waker",
+        &by_waker,
+    ));
     out
 }
 
@@ -200,6 +209,8 @@ fn group_text(title: &str, rows: &[(String, usize, u64, Cause)]) -> String {
 
 fn target_heading(input: &ReportInput, target: usize) -> String {
     match input.targets.get(target) {
+        // What `run --format jsonl` printed names no device.
+        Some(m) if m.device == "?" => format!("{}  ({})\n", m.path, m.fs),
         Some(m) => format!(
             "{}  ({} on {}, {})\n",
             m.path, m.fs, m.device, m.mount_options
@@ -211,30 +222,33 @@ fn target_heading(input: &ReportInput, target: usize) -> String {
 fn segment_line(s: &Segment) -> String {
     let mode = s.mode.map_or("all", |m| m.as_str());
     let threads = s.threads.map_or(String::new(), |t| t.to_string());
-    let ms = |us: u64| us as f64 / 1000.0;
+    // No op timed: unknown, not 0 ms.
+    let ms = |f: fn(&LatSummary) -> u64| {
+        s.lat
+            .as_ref()
+            .map_or("-".to_string(), |l| format!("{:.3}", f(l) as f64 / 1000.0))
+    };
     format!(
-        "{:>8.1}s {:>7.1}s  {mode:<9} {threads:>3} {:>5} {:>9.0} {:>9.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7} {:>8.2}s  {}\n",
+        "{:>8.1}s {:>7.1}s  {mode:<9} {threads:>3} {:>5} {:>9.0} {:>9.2} {:>10.2} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8.2}s  {}\n",
         s.from_s,
         s.to_s,
         s.intervals,
-        s.median_ops_per_s,
+        s.mean_ops_per_s,
+        s.mean_mib_per_s,
         s.median_mib_per_s,
-        ms(s.lat.p50),
-        ms(s.lat.p99),
-        ms(s.lat.p999),
-        ms(s.lat.max),
+        ms(|l| l.p50),
+        ms(|l| l.p99),
+        ms(|l| l.p999),
+        ms(|l| l.max),
         s.stalls,
         s.stall_ns as f64 / 1e9,
-        causes_text(&s.by_cause)
+        causes_text(&s.by_cause, secs)
     )
 }
 
-fn causes_text(m: &BTreeMap<Cause, CauseTotal>) -> String {
-    let parts: Vec<String> = m
-        .iter()
-        .map(|(c, t)| format!("{} {} ({:.2} s)", c.as_str(), t.count, t.ms / 1000.0))
-        .collect();
-    parts.join(", ")
+/// A time in ms as the report writes it: seconds, two decimals.
+fn secs(ms: f64) -> String {
+    format!("{:.2} s", ms / 1000.0)
 }
 
 #[cfg(test)]
@@ -258,5 +272,39 @@ mod tests {
         );
         assert_eq!(rows.iter().filter(|l| l.contains(" mmap ")).count(), 1);
         assert_eq!(rows.iter().filter(|l| l.contains(" buffered ")).count(), 2);
+    }
+
+    /// A chained stall (a thread that waited for another) is listed under
+    /// the thread it waited for, doing what.
+    #[test]
+    fn an_observed_process_lists_its_chained_stalls_by_waker() {
+        use crate::cmd::report::tests::{snap, stall};
+        use crate::model::cause::Hop;
+        let mut st = stall(0, 0.2, 400, Cause::Sync);
+        st.ev = crate::model::stall::Blocked::process(
+            (7, "db", 8, "worker"),
+            st.ev.start_ns,
+            400_000_000,
+        );
+        st.why.via = vec![Hop {
+            tid: 9,
+            comm: "walwriter".into(),
+            state: "D".into(),
+            wait: None,
+            syscall: Some("fdatasync".into()),
+            cause: Cause::Sync,
+            ms: 400.0,
+        }];
+        let mut s = snap(0, vec![], vec![st]);
+        s.observed = vec![crate::model::snapshot::ObservedInterval {
+            pid: 7,
+            comm: "db".into(),
+            alive: true,
+            ..Default::default()
+        }];
+        let snaps = [s];
+        let text = render_text(&[], &input(&[], &snaps));
+        let at = text.find("by waker").expect(&text);
+        assert!(text[at..].contains("← walwriter fdatasync"), "{text}");
     }
 }

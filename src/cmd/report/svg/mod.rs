@@ -17,8 +17,11 @@ use std::error::Error;
 const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 900;
 /// Left room for the y labels and description, the same on every panel so
-/// the plots line up on the shared time axis.
+/// the plots line up on the shared time axis; wider when a lane's name
+/// needs it (`ChartData::left`).
 const Y_LABEL_PX: u32 = 72;
+/// The lanes' names' text size.
+const LANE_TEXT: f64 = 13.0;
 const RIGHT_PX: u32 = 24;
 /// Above each plot: its caption and series legend.
 const STRIP_PX: u32 = 24;
@@ -76,15 +79,21 @@ struct ChartData {
     lanes: Vec<Lane>,
     /// `compare`: dirty MiB per run.
     dirty_by_target: Vec<Line>,
-    /// Observe mode: per process, its write MiB/s and its longest D-state
-    /// stall (ms) in each interval that had one.
+    /// The lanes' legend: per cause its stalls and time (`cause_legend`).
+    legend: Vec<(crate::model::cause::Cause, u64, f64)>,
+    /// Observe mode: per process, its write MiB/s. Its stalls are in the
+    /// lanes only: an observed thread's stall is not a write's latency.
     observed: Vec<ObservedSeries>,
+    /// Left of the plots: room for the y labels and the longest lane name,
+    /// so no name is cut.
+    left: u32,
+    /// Why the latency panel is empty, when it is.
+    latency_note: Option<&'static str>,
 }
 
 struct ObservedSeries {
     name: String,
     mib: Line,
-    longest: Vec<(f64, f64)>,
 }
 
 impl ObservedSeries {
@@ -103,7 +112,7 @@ impl ObservedSeries {
         procs
             .iter()
             .map(|&(pid, ref comm)| ObservedSeries {
-                name: format!("{comm} (pid {pid}), observed: writes, longest D-state stall"),
+                name: format!("{comm} (pid {pid}), observed: writes"),
                 mib: pieces(input.selected().map(|s| {
                     let o = s.observed.iter().find(|o| o.pid == pid && o.alive);
                     let mib = o
@@ -111,18 +120,6 @@ impl ObservedSeries {
                         .map(|b| crate::model::snapshot::rates(0, b, s.interval_s).mib_per_s);
                     (s.t_s, mib)
                 })),
-                longest: input
-                    .selected()
-                    .filter_map(|s| {
-                        let ms = s
-                            .stalls
-                            .iter()
-                            .filter(|st| st.ev.who.pid() == Some(pid))
-                            .map(|st| st.ev.dur() as f64 / 1e6)
-                            .reduce(f64::max)?;
-                        Some((s.t_s - s.interval_s / 2.0, ms))
-                    })
-                    .collect(),
             })
             .collect()
     }
@@ -157,18 +154,34 @@ impl ChartData {
                 format!("#{} {fs}", t + 1)
             })
             .collect();
-        let lanes = stall_lanes(input.snapshots, &target_names, &procs, x0, x1);
+        let stalls = input.stalls();
+        let lanes = stall_lanes(&stalls, &target_names, &procs, x0, x1);
+        let left = lanes
+            .iter()
+            .map(|l| text_px(&l.name, LANE_TEXT) as u32 + 12)
+            .fold(Y_LABEL_PX, u32::max);
+        let p99 = per_target(&|_, t| timed(t).map(|l| l.p99 as f64 / 1e3));
+        let latency_note = if n == 0 {
+            Some("no writers of ours: the observed processes' stalls are in the lanes below")
+        } else if p99.iter().all(Vec::is_empty) {
+            Some("no write latency timed in this span")
+        } else {
+            None
+        };
         Some(ChartData {
             x0,
             x1: if x1 > x0 { x1 } else { x0 + 1.0 },
             mib: per_target(&|s, t| Some(t.rates(s.interval_s).mib_per_s)),
-            p99: per_target(&|_, t| timed(t).map(|l| l.p99 as f64 / 1e3)),
+            p99,
             max: per_target(&|_, t| timed(t).map(|l| l.max as f64 / 1e3)),
             dirty: kernel(|k| k.dirty_kib),
             writeback: kernel(|k| k.writeback_kib),
             bg_thresh: kernel(|k| k.dirty_bg_thresh_kib),
             thresh: kernel(|k| k.dirty_thresh_kib),
+            legend: cause_legend(&stalls),
             lanes,
+            left,
+            latency_note,
             dirty_by_target: input
                 .dirty_by_target
                 .iter()
@@ -245,29 +258,34 @@ fn draw_lanes(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     for (i, lane) in d.lanes.iter().enumerate() {
         draw_lane(area, i, lane, &lane.name, segs, d)?;
     }
-    let keys: Vec<Key> = cause_legend(&d.lanes)
-        .into_iter()
-        .map(|(c, n, secs)| {
-            Key::bar(
-                format!("{} {n} ({secs:.1} s)", c.as_str()),
-                rgb(cause_rgb(c)),
-            )
+    // Count by headline, time by shares, as the text and summary: a cause
+    // with only shares of other stalls is time within them, not "0 (…)".
+    let keys: Vec<Key> = d
+        .legend
+        .iter()
+        .map(|&(c, n, secs)| {
+            let name = if n > 0 {
+                format!("{} {n} ({secs:.1} s)", c.as_str())
+            } else {
+                format!("{} {secs:.1} s within other stalls", c.as_str())
+            };
+            Key::bar(name, rgb(cause_rgb(c)))
         })
         .collect();
     let y = 8 + (LANE_PX * d.lanes.len() as u32) as i32 + 16;
     let label = text_style(TEXT, INK).pos(Pos::new(HPos::Left, VPos::Center));
     if keys.is_empty() {
-        area.draw_text("no stalls in this span", &label, (Y_LABEL_PX as i32, y))?;
+        area.draw_text("no stalls in this span", &label, (d.left as i32, y))?;
         return Ok(());
     }
     area.draw_text("stalls:", &label, (4, y))?;
-    draw_keys(area, &keys, Y_LABEL_PX as i32, y)?;
+    draw_keys(area, &keys, d.left as i32, y)?;
     Ok(())
 }
 
 /// The x pixel of time `t_s` in the lanes, on the panels' scale.
 fn lane_x(d: &ChartData, t_s: f64) -> i32 {
-    let (left, right) = (f64::from(Y_LABEL_PX), f64::from(WIDTH - RIGHT_PX));
+    let (left, right) = (f64::from(d.left), f64::from(WIDTH - RIGHT_PX));
     (left + (t_s - d.x0) / (d.x1 - d.x0) * (right - left)).round() as i32
 }
 
@@ -291,8 +309,8 @@ fn draw_lane(
 ) -> DrawResult {
     let label = |size| text_style(size, colour(i)).pos(Pos::new(HPos::Left, VPos::Center));
     let (top, bottom) = lane_bar(i);
-    area.draw_text(name, &label(13.0), (4, (top + bottom) / 2))?;
-    let (left, right) = (Y_LABEL_PX as i32, (WIDTH - RIGHT_PX) as i32);
+    area.draw_text(name, &label(LANE_TEXT), (4, (top + bottom) / 2))?;
+    let (left, right) = (d.left as i32, (WIDTH - RIGHT_PX) as i32);
     let shade = RGBColor(245, 245, 245).filled();
     area.draw(&Rectangle::new([(left, top), (right, bottom)], shade))?;
     let strips = bands(lane);
@@ -473,11 +491,16 @@ fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dy
 
 /// Splits a panel into its caption strip and plot, and draws the caption
 /// and series keys.
-fn panel<'a>(area: &Area<'a>, caption: &str, keys: &[Key]) -> Result<Area<'a>, Box<dyn Error>> {
+fn panel<'a>(
+    area: &Area<'a>,
+    d: &ChartData,
+    caption: &str,
+    keys: &[Key],
+) -> Result<Area<'a>, Box<dyn Error>> {
     let (strip, plot) = area.split_vertically(STRIP_PX);
     let style = (FONT, 16.0).into_font().style(FontStyle::Bold).color(&INK);
     let pos = Pos::new(HPos::Left, VPos::Center);
-    let x = Y_LABEL_PX as i32;
+    let x = d.left as i32;
     strip.draw_text(caption, &style.pos(pos), (x, 14))?;
     draw_keys(&strip, keys, x + text_px(caption, 16.0) + 24, 14)?;
     Ok(plot)
@@ -495,7 +518,7 @@ fn chart<'a, 'b, R: AsRangedCoord<Value = f64>>(
         .margin_right(RIGHT_PX)
         .margin_top(4)
         .x_label_area_size(if bottom { 44 } else { 22 })
-        .y_label_area_size(Y_LABEL_PX)
+        .y_label_area_size(d.left)
         .build_cartesian_2d(d.x0..d.x1, y)?)
 }
 
@@ -603,7 +626,7 @@ fn num_label(v: &f64) -> String {
 }
 
 fn throughput_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
-    let plot = panel(area, "Throughput", &[])?;
+    let plot = panel(area, d, "Throughput", &[])?;
     let lines: Vec<&Line> = d
         .mib
         .iter()
@@ -630,13 +653,9 @@ fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
             1,
         ),
     ];
-    let plot = panel(area, "Write latency", &keys)?;
+    let plot = panel(area, d, "Write latency", &keys)?;
     let all: Vec<&Line> = d.p99.iter().chain(&d.max).collect();
-    let longest = d
-        .observed
-        .iter()
-        .flat_map(|o| o.longest.iter().map(|p| p.1));
-    let (lo, hi) = log_range(values(&all).chain(longest));
+    let (lo, hi) = log_range(values(&all));
     let mut c = chart(&plot, d, (lo..hi).log_scale(), false)?;
     // One label per decade.
     let decades = (hi / lo).log10().round() as usize;
@@ -647,11 +666,20 @@ fn latency_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     for (t, line) in d.p99.iter().enumerate() {
         draw_line(&mut c, line, colour(t).stroke_width(2))?;
     }
-    for (i, o) in d.observed.iter().enumerate() {
-        let style = colour(n + i).filled();
-        c.draw_series(o.longest.iter().map(|&p| Circle::new(p, 4, style)))?;
+    if let Some(note) = d.latency_note {
+        centre_note(&c, note)?;
     }
     marks(&c, segs, d, hi, lo)
+}
+
+/// A line of text in the middle of a panel's plot: why it is empty.
+fn centre_note<Y: Ranged<ValueType = f64>>(c: &Chart<'_, '_, Y>, note: &str) -> DrawResult {
+    let pos = Pos::new(HPos::Center, VPos::Center);
+    let style = text_style(TEXT, INK).pos(pos);
+    let area = c.plotting_area().strip_coord_spec();
+    let (w, h) = area.dim_in_pixel();
+    area.draw_text(note, &style, (w as i32 / 2, h as i32 / 2))?;
+    Ok(())
 }
 
 fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
@@ -664,7 +692,7 @@ fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     if !d.dirty_by_target.is_empty() {
         return dirty_per_run_panel(area, segs, d);
     }
-    let plot = panel(area, "Dirty memory (system-wide)", &keys)?;
+    let plot = panel(area, d, "Dirty memory (system-wide)", &keys)?;
     let lines = [&d.dirty, &d.writeback, &d.bg_thresh, &d.thresh];
     let top = linear_top(values(&lines));
     let mut c = chart(&plot, d, 0.0..top, true)?;
@@ -674,12 +702,7 @@ fn dirty_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResult {
     draw_line(&mut c, &d.writeback, WRITEBACK.stroke_width(2))?;
     draw_line(&mut c, &d.dirty, DIRTY.stroke_width(2))?;
     if lines.iter().all(|l| l.is_empty()) {
-        let pos = Pos::new(HPos::Center, VPos::Center);
-        let note = text_style(TEXT, INK).pos(pos);
-        let area = c.plotting_area().strip_coord_spec();
-        let (w, h) = area.dim_in_pixel();
-        let at = (w as i32 / 2, h as i32 / 2);
-        area.draw_text("no kernel counters in this span", &note, at)?;
+        centre_note(&c, "no kernel counters in this span")?;
     }
     marks(&c, segs, d, top, 0.0)
 }
@@ -693,7 +716,7 @@ fn dirty_per_run_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResu
         (0..n).map(colour).collect(),
         2,
     )];
-    let plot = panel(area, "Dirty memory (system-wide)", &keys)?;
+    let plot = panel(area, d, "Dirty memory (system-wide)", &keys)?;
     let lines: Vec<&Line> = d.dirty_by_target.iter().collect();
     let top = linear_top(values(&lines));
     let mut c = chart(&plot, d, 0.0..top, true)?;

@@ -91,7 +91,7 @@ fn a_long_stall_is_a_bar_as_long_as_it_lasted() {
         .filter(|r| r.y >= top && r.y + r.h <= bottom)
         .collect();
     assert_eq!(bars.len(), 1, "one bar in target 1's lane: {bars:?}");
-    let plot_px = f64::from(WIDTH - Y_LABEL_PX - RIGHT_PX);
+    let plot_px = f64::from(WIDTH - d.left - RIGHT_PX);
     let want = 13.0 / (d.x1 - d.x0) * plot_px;
     assert!(
         (f64::from(bars[0].w) - want).abs() <= 2.0,
@@ -205,18 +205,59 @@ fn svg_of_an_observe_recording_charts_the_process_and_its_stalls() {
     let inp = input(&[], &snaps);
     let d = ChartData::of(&inp).unwrap();
     assert_eq!(d.observed.len(), 1);
-    assert_eq!(
-        d.observed[0].longest.len(),
-        4,
-        "one point per interval with a stall"
-    );
-    assert_eq!(d.observed[0].longest[0].1, 400.0);
     assert_eq!(d.observed[0].mib[0][0], (1.0, 20.0));
     assert_eq!(d.lanes.len(), 1, "a lane for the process");
     assert_eq!(d.lanes[0].spans.len(), 4, "its stalls in it");
     let svg = render_svg(&inp, &[]).unwrap();
     assert!(svg.contains("java (pid 42), observed"), "legend names it");
-    assert!(svg.matches("<circle").count() >= 4, "its stalls drawn");
+    // An observed thread's stall is not a write's latency: no dots in the
+    // latency panel, and the panel says why it is empty.
+    assert_eq!(svg.matches("<circle").count(), 0);
+    assert!(
+        svg.contains("no writers of ours"),
+        "the empty panel says why"
+    );
+}
+
+/// A lane's name is never cut: the label column is as wide as the
+/// longest name, and the plots move right with it, on one time axis.
+#[test]
+fn a_long_lane_name_widens_the_label_column() {
+    let name = "filestore_sync_thread";
+    let snaps: Vec<Snapshot> = (0..4)
+        .map(|i| {
+            let mut s = snap(i, vec![], vec![]);
+            s.observed = vec![crate::model::snapshot::ObservedInterval {
+                pid: 42,
+                comm: "ceph-osd".into(),
+                alive: true,
+                samples: 20,
+                ..Default::default()
+            }];
+            let st = stall(0, i as f64 + 0.2, 400, Cause::Sync);
+            let who = (42, "ceph-osd", 43, name);
+            s.stalls = vec![Stall {
+                ev: Blocked::process(who, st.ev.start_ns, st.ev.dur()),
+                ..st
+            }];
+            s
+        })
+        .collect();
+    let inp = input(&[], &snaps);
+    let d = ChartData::of(&inp).unwrap();
+    assert_eq!(d.lanes[0].name, name);
+    // The name starts at x 4; the first plot pixel is past its end.
+    let name_end = 4 + text_px(name, LANE_TEXT);
+    assert!(
+        lane_x(&d, d.x0) > name_end,
+        "plots start at {} px, the name ends at {name_end} px",
+        lane_x(&d, d.x0)
+    );
+    let short = {
+        let (targets, snaps) = (vec![meta("/a", "ext4")], vec![snap(0, vec![], vec![])]);
+        ChartData::of(&input(&targets, &snaps)).unwrap().left
+    };
+    assert_eq!(short, Y_LABEL_PX, "short names keep the usual column");
 }
 
 #[test]

@@ -57,6 +57,9 @@
 //!
 //! Unknown fields are ignored and unknown line types skipped, so minor
 //! additions keep version 1.
+//!
+//! What `run --format jsonl` printed reads too (`printed`): the same lines
+//! without the header and what only replay needs.
 
 use crate::config::{Config, Mode};
 use crate::model::cause::{Attribution, Cause, Confidence, Evidence, Hop, Share};
@@ -78,6 +81,9 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+
+mod printed;
+pub use printed::NOTE as PRINTED_NOTE;
 
 pub const FORMAT: &str = "stallscope-recording";
 pub const VERSION: u64 = 1;
@@ -469,6 +475,9 @@ pub struct Recording {
     pub truncated: Option<Damage>,
     /// The summary line, if the run ended cleanly.
     pub summary: Option<Value>,
+    /// Read from what `run --format jsonl` printed, not a recording
+    /// (`PRINTED_NOTE` says what that leaves out).
+    pub printed: bool,
 }
 
 #[derive(Deserialize)]
@@ -673,9 +682,12 @@ fn read_inner(path: &Path) -> anyhow::Result<Recording> {
             path.display()
         )
     })?;
+    if printed::is_printed(&head) {
+        return Ok(printed::read(head, &mut *r));
+    }
     if head.get("format").and_then(Value::as_str) != Some(FORMAT) {
         anyhow::bail!(
-            "{}: not a stallscope recording (format is {})",
+            "{}: not a stallscope recording (format is {}); report reads files made with `stallscope run --record FILE` (or the dashboard's --record) and what `run --format jsonl` printed",
             path.display(),
             head.get("format")
                 .map_or("missing".to_string(), |f| f.to_string())
@@ -875,6 +887,7 @@ impl Builder {
             skipped: self.skipped,
             truncated: self.truncated,
             summary: self.summary,
+            printed: false,
         }
     }
 }
