@@ -312,7 +312,7 @@ pub enum Command {
     Replay {
         /// A file written by --record (plain, .gz, or .zst from older builds).
         file: PathBuf,
-        /// Playback speed, 1–64.
+        /// Playback speed, 1-64.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         speed: u32,
         #[command(flatten)]
@@ -335,7 +335,7 @@ pub enum Command {
         #[arg(long, value_name = "T", allow_hyphen_values = true)]
         to: Option<Dur>,
     },
-    /// Run the same workload on each target × mode (× threads) in turn and print a side-by-side table.
+    /// Run the same workload on each target x mode (x threads) in turn and print a side-by-side table.
     Compare(CompareArgs),
     /// Build, inspect or tear down loop-backed test filesystems with a write cap (root).
     #[command(subcommand)]
@@ -511,7 +511,7 @@ pub struct WorkloadArgs {
     /// 127.0.0.1:9187); give the address to listen elsewhere, e.g.
     /// `--metrics-listen 0.0.0.0:9187` for a Prometheus server on another
     /// host. Port 0 picks a free port; the real address is printed on stderr
-    /// (`stallscope: metrics on http://…/metrics`). Off by default.
+    /// (`stallscope: metrics on http://.../metrics`). Off by default.
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = crate::sink::metrics::parse_listen)]
     pub metrics_listen: Option<std::net::SocketAddr>,
 }

@@ -127,8 +127,15 @@ pub fn run_dashboard(
     // On stderr for after the dashboard, and in its message line now (the
     // kernel's summary last, so it is the one showing).
     let notes = session.take_notes();
+    let said = |s: &str| {
+        if opts.ascii {
+            crate::base::text::to_ascii(s)
+        } else {
+            s.to_string()
+        }
+    };
     for n in &notes {
-        eprintln!("stallscope: {n}");
+        eprintln!("stallscope: {}", said(n));
     }
     let header = Header {
         mode: cfg.mode,
@@ -180,7 +187,8 @@ pub fn run_dashboard(
     // and the process would exit before the scratch files are removed.
     let _ = writeln!(
         io::stderr(),
-        "stallscope: stopping writers and removing scratch files…"
+        "stallscope: stopping writers and removing scratch files{}",
+        said("\u{2026}")
     );
     let _ = session_thread.join();
     let _ = std::panic::take_hook();

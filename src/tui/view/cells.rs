@@ -17,15 +17,6 @@ pub(super) fn put_str(buf: &mut Buffer, x: u16, y: u16, text: &str, max: usize, 
     }
 }
 
-pub(super) fn for_cells(buf: &mut Buffer, r: Rect, mut f: impl FnMut(&mut ratatui::buffer::Cell)) {
-    let r = r.intersection(buf.area);
-    for y in r.top()..r.bottom() {
-        for x in r.left()..r.right() {
-            f(&mut buf[(x, y)]);
-        }
-    }
-}
-
 // ------------------------------------------------------------- numbers -----
 
 /// At most five columns: 0, 2.5, 350, 1.5k, 15k, 350k, 1.2M, 120M, 1.2G.

@@ -51,6 +51,8 @@ pub(super) enum AxisKind {
 
 pub(super) struct SeriesDef {
     pub(super) name: &'static str,
+    /// The name where the legend must be short (the compare view at 80).
+    pub(super) short: &'static str,
     pub(super) field: Field,
     pub(super) color: Color,
     pub(super) right: bool,
@@ -63,9 +65,15 @@ pub(super) struct ChartDef {
     pub(super) series: &'static [SeriesDef],
 }
 
-pub(super) const fn s(name: &'static str, field: Field, color: Color, right: bool) -> SeriesDef {
+pub(super) const fn s(
+    (name, short): (&'static str, &'static str),
+    field: Field,
+    color: Color,
+    right: bool,
+) -> SeriesDef {
     SeriesDef {
         name,
+        short,
         field,
         color,
         right,
@@ -79,8 +87,13 @@ pub(super) const CHARTS: [ChartDef; 4] = [
         left: AxisKind::Linear { floor: 1.0 },
         right: Some(AxisKind::Linear { floor: 10.0 }),
         series: &[
-            s("MiB/s", Field::Mib, Color::Cyan, false),
-            s("ops/s (right)", Field::Ops, Color::Yellow, true),
+            s(("MiB/s", "MiB/s"), Field::Mib, Color::Cyan, false),
+            s(
+                ("ops/s (right)", "ops/s (r)"),
+                Field::Ops,
+                Color::Yellow,
+                true,
+            ),
         ],
     },
     ChartDef {
@@ -88,8 +101,8 @@ pub(super) const CHARTS: [ChartDef; 4] = [
         left: AxisKind::Log,
         right: None,
         series: &[
-            s("p99", Field::P99, Color::Green, false),
-            s("max", Field::Max, Color::Red, false),
+            s(("p99", "p99"), Field::P99, Color::Green, false),
+            s(("max", "max"), Field::Max, Color::Red, false),
         ],
     },
     ChartDef {
@@ -97,10 +110,10 @@ pub(super) const CHARTS: [ChartDef; 4] = [
         left: AxisKind::Linear { floor: 1.0 },
         right: None,
         series: &[
-            s("dirty", Field::Dirty, Color::Magenta, false),
-            s("writeback", Field::Writeback, Color::Blue, false),
-            s("bg thresh", Field::BgThresh, Color::Gray, false),
-            s("thresh", Field::Thresh, Color::LightRed, false),
+            s(("dirty", "dirty"), Field::Dirty, Color::Magenta, false),
+            s(("writeback", "wb"), Field::Writeback, Color::Blue, false),
+            s(("bg thresh", "bg"), Field::BgThresh, Color::Gray, false),
+            s(("thresh", "thr"), Field::Thresh, Color::LightRed, false),
         ],
     },
     ChartDef {
@@ -108,9 +121,19 @@ pub(super) const CHARTS: [ChartDef; 4] = [
         left: AxisKind::Percent,
         right: Some(AxisKind::Linear { floor: 100.0 }),
         series: &[
-            s("PSI io full %", Field::Psi, Color::LightMagenta, false),
-            s("util %", Field::Util, Color::LightBlue, false),
-            s("throttle ms/s (right)", Field::Pause, Color::LightRed, true),
+            s(
+                ("PSI io full %", "PSI %"),
+                Field::Psi,
+                Color::LightMagenta,
+                false,
+            ),
+            s(("util %", "util %"), Field::Util, Color::LightBlue, false),
+            s(
+                ("throttle ms/s (right)", "throttle (r)"),
+                Field::Pause,
+                Color::LightRed,
+                true,
+            ),
         ],
     },
 ];
@@ -333,14 +356,37 @@ pub(super) fn draw_charts(
         Constraint::Fill(1),
     ])
     .areas(r);
-    for ((col, v), &i) in [left, right].into_iter().zip(&views).zip(shown) {
-        let title = Line::from(vec![
-            Span::raw(format!("target {}/{} ", i + 1, app.targets().len())),
-            Span::styled(v.meta.path.as_str(), th.bold()),
-            Span::raw(format!(" ({} on {})", v.meta.fs, v.meta.device)),
-        ]);
+    for (k, ((col, v), &i)) in [left, right].into_iter().zip(&views).zip(shown).enumerate() {
+        let other = &views[1 - k].meta.path;
+        let title = fit(
+            compare_title(v, i, app.targets().len(), other, th),
+            usize::from(col.width),
+            th.g.more,
+            th.dim(),
+        );
         draw_column(buf, col, app, v, Some(title), &defs, th);
     }
+}
+
+/// A compare column's title: "target 1/2 …/mnt/ext4 (ext4 on loop0)"; in
+/// a narrow column the path keeps what tells it from the other one.
+pub(super) fn compare_title(
+    v: &TargetView,
+    i: usize,
+    n: usize,
+    other: &str,
+    th: &Theme,
+) -> Vec<Piece> {
+    vec![
+        Piece::new("", format!("target {}/{n}", i + 1), RStyle::new()),
+        Piece::new(" ", th.text(&v.meta.path), th.bold()).cut(Cut::Path(Some(th.text(other)))),
+        Piece::new(
+            " ",
+            th.text(&format!("({} on {})", v.meta.fs, v.meta.device)),
+            RStyle::new(),
+        )
+        .rank(1),
+    ]
 }
 
 pub(super) fn draw_column(
@@ -381,7 +427,7 @@ pub(super) fn draw_lane(buf: &mut Buffer, r: Rect, app: &App, v: &TargetView, th
     };
     put_str(buf, r.x, r.y, "stalls", usize::from(GUTTER_L), th.dim());
     let (t0, t1) = app.view_range();
-    let cell = if th.ascii { "#" } else { "\u{2588}" };
+    let cell = th.g.lane;
     let lane = v.lane(t0, t1, usize::from(plot.width), app.view_end());
     for (i, c) in lane.iter().enumerate() {
         if let Some(c) = c {
@@ -410,7 +456,11 @@ pub(super) fn draw_chart(
     th: &Theme,
 ) {
     let (t0, t1) = app.view_range();
-    put_line(buf, c, &chart_title(def, v, app.view_end(), th));
+    put_line(
+        buf,
+        c,
+        &chart_title(def, v, app.view_end(), th, usize::from(c.width)),
+    );
     let Some(plot) = plot_area(c) else {
         return;
     };
@@ -419,8 +469,7 @@ pub(super) fn draw_chart(
         draw_y_labels(buf, plot, r, true, th);
     }
     let pts: Vec<&Point> = v.visible(t0, t1).collect();
-    let sub: u16 = if th.ascii { 1 } else { 2 };
-    let cols = usize::from(plot.width) * usize::from(sub);
+    let cols = usize::from(plot.width) * usize::from(th.sub());
     let series: Vec<(Color, Vec<Run>)> = def
         .series
         .iter()
@@ -433,25 +482,40 @@ pub(super) fn draw_chart(
             (th.paint(s.color), runs(&pts, s.field, scale, t0, t1, cols))
         })
         .collect();
-    Canvas::default()
-        .marker(th.g.marker)
-        .x_bounds([t0, t1])
-        .y_bounds([0.0, 1.0])
-        .paint(|ctx| {
-            for (color, runs) in &series {
-                for run in runs {
-                    paint_run(ctx, run, *color, t0, t1);
+    let canvas = |series: &[(Color, Vec<Run>)], marker: Marker, buf: &mut Buffer| {
+        Canvas::default()
+            .marker(marker)
+            .x_bounds([t0, t1])
+            .y_bounds([0.0, 1.0])
+            .paint(|ctx| {
+                for (color, runs) in series {
+                    for run in runs {
+                        paint_run(ctx, run, *color, t0, t1);
+                    }
+                    ctx.layer();
                 }
-                ctx.layer();
+            })
+            .render(plot, buf);
+    };
+    if th.glyph_series() {
+        // One canvas per series, each of its cells drawn in its own glyph:
+        // later series over earlier ones, as the layers of one canvas.
+        for (k, one) in series.chunks(1).enumerate() {
+            let mut scratch = Buffer::empty(plot);
+            canvas(one, Marker::Dot, &mut scratch);
+            let glyph = SERIES_GLYPHS[k % SERIES_GLYPHS.len()];
+            for (i, dot) in scratch.content.iter().enumerate() {
+                if dot.symbol() == " " {
+                    continue;
+                }
+                let (x, y) = scratch.pos_of(i);
+                if let Some(cell) = buf.cell_mut(Position::new(x, y)) {
+                    cell.set_symbol(glyph).set_fg(one[0].0);
+                }
             }
-        })
-        .render(plot, buf);
-    if th.ascii {
-        for_cells(buf, plot, |cell| {
-            if cell.symbol() == DOT {
-                cell.set_symbol("*");
-            }
-        });
+        }
+    } else {
+        canvas(&series, th.g.marker, buf);
     }
     draw_marks(buf, plot, app, v, th);
 }
@@ -476,19 +540,60 @@ pub(super) fn paint_run(
     }
 }
 
-/// Title plus a legend: each series in its colour with its value at the
-/// view end.
-pub(super) fn chart_title<'a>(def: &'a ChartDef, v: &TargetView, end: f64, th: &Theme) -> Line<'a> {
+/// Title plus a legend in `width`: each series with its mark (its glyph
+/// where colour cannot tell them apart) and its value at the view end;
+/// where that does not fit, short names, then no values, then cut.
+pub(super) fn chart_title(
+    def: &ChartDef,
+    v: &TargetView,
+    end: f64,
+    th: &Theme,
+    width: usize,
+) -> Line<'static> {
     let now = v.at(end);
-    let mut spans = vec![Span::styled(def.title, th.bold())];
-    for s in def.series {
-        let val = now.and_then(|p| s.field.get(p)).map_or("-".into(), fmt_val);
-        spans.push(Span::styled(
-            format!("  {} {} {val}", th.g.legend, s.name),
-            th.fg(s.color),
-        ));
+    let mark = |k: usize| {
+        if th.glyph_series() {
+            SERIES_GLYPHS[k % SERIES_GLYPHS.len()]
+        } else {
+            th.g.legend
+        }
+    };
+    let legend = |short: bool, values: bool| -> Vec<Span<'static>> {
+        let mut spans = vec![Span::styled(def.title, th.bold())];
+        for (k, s) in def.series.iter().enumerate() {
+            let name = if short { s.short } else { s.name };
+            let val = if values {
+                let v = now.and_then(|p| s.field.get(p)).map_or("-".into(), fmt_val);
+                format!(" {v}")
+            } else {
+                String::new()
+            };
+            let sep = if short { " " } else { "  " };
+            spans.push(Span::styled(
+                format!("{sep}{} {name}{val}", mark(k)),
+                th.fg(s.color),
+            ));
+        }
+        spans
+    };
+    let fits = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>() <= width;
+    let line = [(false, true), (true, true), (true, false)]
+        .into_iter()
+        .map(|(short, values)| legend(short, values))
+        .find(|l| fits(l));
+    match line {
+        Some(spans) => Line::from(spans),
+        None => {
+            let text: String = legend(true, false)
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect();
+            Line::styled(
+                crate::base::text::cut_end(&text, width, th.g.more),
+                th.bold(),
+            )
+        }
     }
-    Line::from(spans)
 }
 
 /// Axis labels: top, middle and bottom for linear scales, each decade that
@@ -538,7 +643,7 @@ pub(super) fn draw_y_labels(buf: &mut Buffer, plot: Rect, sc: Scale, right: bool
 /// top row and a faint line through the blank cells below it.
 pub(super) fn draw_marks(buf: &mut Buffer, plot: Rect, app: &App, v: &TargetView, th: &Theme) {
     let (t0, t1) = app.view_range();
-    let sub: u16 = if th.ascii { 1 } else { 2 };
+    let sub = th.sub();
     let col = |t: f64| plot.x + time_col(t, t0, t1, plot.width, sub);
     for sw in app.switches().iter().filter(|s| s.t_s >= t0 && s.t_s <= t1) {
         mark(

@@ -5,8 +5,10 @@
 //! Split by screen region: `header` (state, workload, figures, banner),
 //! `charts` (the chart column, its lane and time axis, and the pure
 //! scaling and folding of points into columns), `stalls` (the list),
-//! `overlays` (status line, help, prompt), `theme` (glyphs and colours) and
-//! `cells` (bounds-checked writes and number formats).
+//! `overlays` (status line, help, prompt), `theme` (glyphs and colours),
+//! `fit` (a line of fields into a width: what matters least gives way,
+//! what is cut is marked) and `cells` (bounds-checked writes and number
+//! formats).
 
 use super::app::{App, Point, TargetView};
 use super::keys::{view_keys, KeyDef, KEYS, PROMPT_KEYS, REPLAY_KEYS};
@@ -25,6 +27,7 @@ use ratatui::Frame;
 
 mod cells;
 mod charts;
+mod fit;
 mod header;
 mod overlays;
 mod stalls;
@@ -34,6 +37,7 @@ mod theme;
 
 use cells::*;
 use charts::*;
+use fit::*;
 use header::*;
 use overlays::*;
 use stalls::*;
@@ -52,7 +56,28 @@ pub const COMPACT_W: u16 = 60;
 pub const COMPACT_H: u16 = 15;
 const HEADER_H: u16 = 3;
 
+/// Draws the dashboard; with `--ascii` any character that came with the
+/// data (a path, a process name) and is not ASCII is drawn as one that is.
 pub fn draw(f: &mut Frame, app: &App) {
+    draw_screen(f, app);
+    if app.style().ascii {
+        ascii_only(f.buffer_mut());
+    }
+}
+
+/// Every cell as ASCII: `to_ascii`'s first character, `?` for the rest.
+fn ascii_only(buf: &mut Buffer) {
+    for cell in &mut buf.content {
+        if !cell.symbol().is_ascii() {
+            let c = crate::base::text::to_ascii(cell.symbol());
+            cell.set_symbol(&c[..1]);
+        }
+    }
+}
+
+/// The screen without the ASCII safety net: what tests check, so a glyph
+/// of ours that is not ASCII in `--ascii` is a failure, not a `?`.
+fn draw_screen(f: &mut Frame, app: &App) {
     let area = f.area();
     let buf = f.buffer_mut();
     if area.is_empty() {
@@ -60,11 +85,12 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
     let th = Theme::of(app);
     let banner_h = u16::from(!app.live_is_empty());
+    let status_h = status_lines(app, &th, area.width).len() as u16;
     let [header, banner, body, status] = Layout::vertical([
         Constraint::Length(HEADER_H),
         Constraint::Length(banner_h),
         Constraint::Fill(1),
-        Constraint::Length(1),
+        Constraint::Length(status_h),
     ])
     .areas(area);
     Paragraph::new(header_lines(app, &th, area.width)).render(header, buf);
@@ -73,8 +99,10 @@ pub fn draw(f: &mut Frame, app: &App) {
         draw_body(buf, body, app, &th);
     } else if body.height > 0 {
         let why = format!(
-            "terminal too small for charts: need {COMPACT_W}\u{d7}{COMPACT_H}, have {}\u{d7}{}",
-            area.width, area.height
+            "terminal too small for charts: need {COMPACT_W}{x}{COMPACT_H}, have {}{x}{}",
+            area.width,
+            area.height,
+            x = th.g.times
         );
         put_str(buf, body.x, body.y, &why, usize::from(body.width), th.dim());
     }

@@ -2,27 +2,76 @@
 
 use super::*;
 
-pub(super) fn draw_status(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
-    let hint = if app.header().replay {
+/// The key hint at the status line's right.
+fn hint(app: &App) -> &'static str {
+    if app.header().replay {
         "space play  n stall  ? keys  q quit"
     } else {
         "? help  q quit"
-    };
+    }
+}
+
+/// The status line's rows: the newest message, and the hint on the last
+/// row. A note too long for its room is cut after a word; an error first
+/// gets a second row, then is shortened from the middle (its subject and
+/// its end, the reason, stay).
+pub(super) fn status_lines(app: &App, th: &Theme, width: u16) -> Vec<String> {
+    let hint_w = hint(app).len();
+    match app.last_message() {
+        Some(m) => message_rows(
+            &th.text(&m.text),
+            m.error,
+            usize::from(width),
+            hint_w,
+            th.g.more,
+        ),
+        None => vec![String::new()],
+    }
+}
+
+/// `text` in one row of `width` less the hint, or (an error) two rows, the
+/// first of the full width. Pure, so the cases are tested without a screen.
+pub(super) fn message_rows(
+    text: &str,
+    error: bool,
+    width: usize,
+    hint_w: usize,
+    mark: &str,
+) -> Vec<String> {
+    use crate::base::text::{cut_end, shorten_middle, split_at_word};
+    let room = width.saturating_sub(hint_w + 2);
+    if text.chars().count() <= room {
+        return vec![text.to_string()];
+    }
+    if !error {
+        return vec![cut_end(text, room, mark)];
+    }
+    if room < 8 {
+        return vec![shorten_middle(text, room, mark)];
+    }
+    let (first, rest) = split_at_word(text, width);
+    vec![first, shorten_middle(&rest, room, mark)]
+}
+
+pub(super) fn draw_status(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
+    let hint = hint(app);
     let hint_w = hint.len() as u16;
+    let rows = status_lines(app, th, r.width);
     if let Some(m) = app.last_message() {
         let st = if m.error {
             th.fg(Color::Red).add_modifier(Modifier::BOLD)
         } else {
             RStyle::new()
         };
-        let w = r.width.saturating_sub(hint_w + 2);
-        put_str(buf, r.x, r.y, &m.text, usize::from(w), st);
+        for (y, row) in (r.y..r.bottom()).zip(&rows) {
+            put_str(buf, r.x, y, row, usize::from(r.width), st);
+        }
     }
-    if r.width > hint_w {
+    if r.width > hint_w && r.height > 0 {
         put_str(
             buf,
             r.right() - hint_w,
-            r.y,
+            r.bottom() - 1,
             hint,
             usize::from(hint_w),
             th.dim(),
@@ -37,7 +86,7 @@ pub(super) fn draw_help(buf: &mut Buffer, area: Rect, replay: bool, th: &Theme) 
     let row = |d: &KeyDef| {
         Line::from(vec![
             Span::styled(format!(" {:<11}", d.label), th.bold()),
-            Span::raw(d.help),
+            Span::raw(th.text(d.help)),
         ])
     };
     let labelled = |d: &&KeyDef| !d.label.is_empty();
@@ -84,17 +133,17 @@ pub(super) fn draw_chains(buf: &mut Buffer, area: Rect, app: &App, th: &Theme) {
             .collect::<Vec<_>>()
             .join(", ");
         lines.push(Line::from(vec![
-            Span::raw(format!(
+            Span::raw(th.text(&format!(
                 " {} {comm} (tid {tid}) waited {}: ",
                 fmt_t(s.ev.start_ns as f64 / 1e9),
                 fmt_dur(s.ev.dur() as f64 / 1e6)
-            )),
+            ))),
             Span::styled(shares, th.fg(cause_color(s.why.cause))),
         ]));
         for (i, hop) in s.why.via.iter().enumerate() {
             lines.push(Line::from(vec![
-                Span::styled(format!("   {}\u{2190} ", "  ".repeat(i)), th.dim()),
-                Span::raw(hop.detail()),
+                Span::styled(format!("   {}{} ", "  ".repeat(i), th.g.arrow), th.dim()),
+                Span::raw(th.text(&hop.detail())),
             ]));
         }
     }

@@ -11,13 +11,20 @@ pub(super) fn draw_stalls(buf: &mut Buffer, r: Rect, app: &App, th: &Theme) {
         Span::styled("Stalls", th.bold()),
         Span::styled(format!(", newest first ({total} in all)"), th.dim()),
     ]);
-    let head = format!(
-        "{:>9} {:>9}  {:<15} {:<4} {:>6}  {:<15}  target / waited for",
+    let width = usize::from(r.width);
+    let lead = format!(
+        "{:>9} {:>9}  {:<15} {:<4} {:>6}  {:<15}  ",
         "time", "duration", "cause", "conf", "thread", "op"
     );
+    // The last column's name in the words that fit: it holds a target, a
+    // file or the chain a thread waited through.
+    let last = ["target / waited for", "target / chain", "target"]
+        .into_iter()
+        .find(|h| lead.len() + h.len() <= width)
+        .unwrap_or("target");
+    let head = format!("{lead}{last}");
     let mut lines = vec![title, Line::styled(head, th.dim())];
     let rows = usize::from(r.height).saturating_sub(2);
-    let width = usize::from(r.width);
     lines.extend(
         app.stalls()
             .take(rows)
@@ -45,12 +52,18 @@ pub(super) fn stall_row<'a>(s: &Stall, app: &App, th: &Theme, width: usize) -> L
     let room = width.saturating_sub(lead.width() + cause.width() + rest.chars().count());
     // A thread that waited for another one: the chain instead of a place.
     let file = s.ev.call.as_ref().and_then(|c| c.file.as_deref());
+    let mark = th.g.more;
     let place = match (s.why.chain_brief(), file) {
-        (Some(chain), _) => chain.chars().take(room).collect(),
-        (None, Some(file)) => crate::base::text::elide_path(file, room),
-        (None, None) => crate::base::text::elide_path(target, room),
+        (Some(chain), _) => crate::base::text::cut_end(&th.text(&chain), room, mark),
+        (None, Some(file)) => crate::base::text::elide_path_with(&th.text(file), room, mark),
+        (None, None) => crate::base::text::elide_path_with(&th.text(target), room, mark),
     };
-    Line::from(vec![lead, cause, Span::raw(rest), Span::raw(place)])
+    Line::from(vec![
+        lead,
+        cause,
+        Span::raw(th.text(&rest)),
+        Span::raw(place),
+    ])
 }
 
 /// What the thread was doing: our op (a segment wait says which sync it

@@ -17,6 +17,11 @@ pub(super) struct Glyphs {
     pub(super) axis: &'static str,
     pub(super) tick: &'static str,
     pub(super) cursor: &'static str,
+    /// Marks text that was cut or fields that gave way.
+    pub(super) more: &'static str,
+    /// Before each hop of a wake-up chain.
+    pub(super) arrow: &'static str,
+    pub(super) lane: &'static str,
     pub(super) marker: Marker,
     pub(super) border: symbols::border::Set,
 }
@@ -33,6 +38,9 @@ pub(super) const UNICODE: Glyphs = Glyphs {
     axis: "│",
     tick: "┤",
     cursor: "█",
+    more: "…",
+    arrow: "←",
+    lane: "█",
     marker: Marker::Braille,
     border: symbols::border::ROUNDED,
 };
@@ -49,6 +57,9 @@ pub(super) const ASCII: Glyphs = Glyphs {
     axis: "|",
     tick: "+",
     cursor: "_",
+    more: "~",
+    arrow: "<-",
+    lane: "#",
     marker: Marker::Dot,
     border: symbols::border::Set {
         top_left: "+",
@@ -62,8 +73,10 @@ pub(super) const ASCII: Glyphs = Glyphs {
     },
 };
 
-/// What `Marker::Dot` draws, replaced by an ASCII star in `--ascii`.
-pub(super) const DOT: &str = "•";
+/// Each series' glyph, in a chart's order, where colour cannot tell them
+/// apart (`--ascii`, NO_COLOR); the legend shows the same glyph. None of
+/// them is a stall (`v` `:`) or switch (`#` `|`) mark.
+pub(super) const SERIES_GLYPHS: [&str; 4] = ["*", "o", "+", "x"];
 
 pub(super) struct Theme {
     pub(super) color: bool,
@@ -78,6 +91,26 @@ impl Theme {
             color: s.color,
             ascii: s.ascii,
             g: if s.ascii { &ASCII } else { &UNICODE },
+        }
+    }
+    /// Series are told apart by glyph, not colour: one cell a point.
+    pub(super) fn glyph_series(&self) -> bool {
+        self.ascii || !self.color
+    }
+    /// Canvas points per cell across: braille has two, a glyph one.
+    pub(super) fn sub(&self) -> u16 {
+        if self.glyph_series() {
+            1
+        } else {
+            2
+        }
+    }
+    /// Text as this terminal may draw it: ASCII stand-ins in `--ascii`.
+    pub(super) fn text(&self, s: &str) -> String {
+        if self.ascii {
+            crate::base::text::to_ascii(s)
+        } else {
+            s.to_string()
         }
     }
     /// A foreground colour, or nothing at all under NO_COLOR.
