@@ -1,6 +1,7 @@
 //! The subcommands other than the dashboard: `compare`, `report`, `probe`
 //! and `lab`. Each is an entry point over `session` and the sinks.
 
+pub mod advise;
 pub mod compare;
 pub mod lab;
 pub mod lanes;
