@@ -399,3 +399,54 @@ fn delay_runs_are_judged_as_of_the_trace_events_folded() {
     assert_eq!(delay_stalls.len(), 1, "one run, not cut at each tick");
     assert_eq!(delay_stalls[0].why.evidence.timer_sleeps, Some(60));
 }
+
+/// #25: a write fault throttled for a moment, then waiting seconds for
+/// btrfs's writeback. The watchdog's first stack is the throttle's; the
+/// ones it reads while the op lasts are the writeback wait's, and the
+/// stall is named by the wait most of them were in (it was `unknown`).
+#[test]
+fn a_long_writer_stall_is_named_by_the_wait_most_of_its_stacks_were_in() {
+    let mut a = agg(1);
+    let throttle = "balance_dirty_pages < balance_dirty_pages_ratelimited_flags < \
+                    fault_dirty_shared_page < do_fault < handle_mm_fault < page_fault";
+    let wb = "folio_wait_writeback < btrfs_page_mkwrite < do_page_mkwrite < do_wp_page < \
+              handle_mm_fault < page_fault";
+    let preempted = "irqentry_exit_to_user_mode < page_fault";
+    let seen = |stack: &str| {
+        Msg::Blocked(Blocked {
+            who: Who::Writer {
+                target: 0,
+                thread: 1,
+            },
+            op: OpKind::Write,
+            start_ns: S / 10,
+            dur_ns: None,
+            stack: Some(stack.into()),
+            call: None,
+            blocked_ns: None,
+        })
+    };
+    a.set_tracing(true);
+    a.fold(seen(throttle));
+    assert_eq!(a.live(S / 5).stalls[0].why.cause, Cause::DirtyThrottle);
+    for st in [wb, preempted, wb, preempted, wb, preempted] {
+        a.fold(seen(st));
+    }
+    let live = a.live(S / 2);
+    assert_eq!(live.stalls.len(), 1, "one op, however many reports");
+    assert_eq!(live.stalls[0].why.cause, Cause::WritebackWait, "in the banner");
+    let mut done = batch(0, 1, 0, &[]);
+    if let Msg::Batch(b) = &mut done {
+        b.stalls.push(Blocked::writer(0, 1, OpKind::Write, S / 10, 7_900_000_000));
+    }
+    a.fold(done);
+    let (snaps, _) = a.finish(9 * S);
+    let stall = snaps
+        .iter()
+        .flat_map(|s| &s.stalls)
+        .next()
+        .expect("the stall");
+    assert_eq!(stall.why.cause, Cause::WritebackWait);
+    assert_eq!(stall.why.confidence, crate::model::cause::Confidence::High);
+    assert!(stall.why.evidence.kernel_stack.as_deref() == Some(wb));
+}
