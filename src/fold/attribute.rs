@@ -94,7 +94,8 @@ pub fn attribute(f: &StallFacts) -> Attribution {
     // A stack read while the thread was preempted names no wait; say so
     // beside the unknown rather than leave the stack to be misread.
     if a.evidence.wait.is_none()
-        && f.stack.is_some_and(|st| read_stack(st).wait == Some(PREEMPTED))
+        && f.stack
+            .is_some_and(|st| read_stack(st).wait == Some(PREEMPTED))
     {
         a.evidence.wait = Some(PREEMPTED.to_string());
     }
@@ -451,15 +452,54 @@ mod tests {
         let cases = [
             // A write fault on a page under writeback, and on one of an
             // ordered extent (btrfs's data in flight): its own writeback.
-            ("btrfs-mkwrite-writeback", Some(Cause::WritebackWait), Some("data writeback")),
-            ("btrfs-mkwrite-ordered-extent", Some(Cause::WritebackWait), Some("data writeback")),
+            (
+                "btrfs-mkwrite-writeback",
+                Some(Cause::WritebackWait),
+                Some("data writeback"),
+            ),
+            (
+                "btrfs-mkwrite-ordered-extent",
+                Some(Cause::WritebackWait),
+                Some("data writeback"),
+            ),
             // The page lock a sibling holds while it waits for writeback.
-            ("btrfs-mkwrite-page-lock", Some(Cause::WritebackWait), Some("page locked for writeback")),
+            (
+                "btrfs-mkwrite-page-lock",
+                Some(Cause::WritebackWait),
+                Some("page locked for writeback"),
+            ),
             // msync: the transaction commit, the ordered range, the log.
-            ("btrfs-msync-commit", Some(Cause::Sync), Some("transaction commit")),
-            ("btrfs-msync-ordered-range", Some(Cause::Sync), Some("data writeback")),
-            ("btrfs-msync-sync-log", Some(Cause::Sync), Some("transaction commit")),
-            ("btrfs-fault-dirty-throttle", Some(Cause::DirtyThrottle), Some("dirty throttle")),
+            (
+                "btrfs-msync-commit",
+                Some(Cause::Sync),
+                Some("transaction commit"),
+            ),
+            (
+                "btrfs-msync-ordered-range",
+                Some(Cause::Sync),
+                Some("data writeback"),
+            ),
+            (
+                "btrfs-msync-sync-log",
+                Some(Cause::Sync),
+                Some("transaction commit"),
+            ),
+            (
+                "btrfs-fault-dirty-throttle",
+                Some(Cause::DirtyThrottle),
+                Some("dirty throttle"),
+            ),
+            // pwrite64 into a range of an ordered extent; fdatasync's commit.
+            (
+                "btrfs-write-ordered-extent",
+                Some(Cause::WritebackWait),
+                Some("data writeback"),
+            ),
+            (
+                "btrfs-fdatasync-commit",
+                Some(Cause::Sync),
+                Some("transaction commit"),
+            ),
         ];
         for (name, cause, wait) in cases {
             let stack = fixture(name);
@@ -467,12 +507,17 @@ mod tests {
             assert_eq!((r.cause, r.wait), (cause, wait), "{name}: {stack}");
         }
         assert_eq!(
-            read_stack(&fixture("btrfs-msync-commit")).syscall.as_deref(),
+            read_stack(&fixture("btrfs-msync-commit"))
+                .syscall
+                .as_deref(),
             Some("msync")
         );
         // Outside a sync call a wait for the commit is still the sync's.
         let r = read_stack("wait_current_trans < start_transaction < btrfs_dirty_inode < file_update_time < btrfs_page_mkwrite < do_page_mkwrite < page_fault");
-        assert_eq!((r.cause, r.wait), (Some(Cause::Sync), Some("transaction commit")));
+        assert_eq!(
+            (r.cause, r.wait),
+            (Some(Cause::Sync), Some("transaction commit"))
+        );
     }
 
     #[test]
@@ -481,9 +526,16 @@ mod tests {
         for name in ["preempted-page-fault", "preempted-timer-irq"] {
             let stack = fixture(name);
             let r = read_stack(&stack);
-            assert_eq!((r.cause, r.wait), (None, Some(PREEMPTED)), "{name}: {stack}");
+            assert_eq!(
+                (r.cause, r.wait),
+                (None, Some(PREEMPTED)),
+                "{name}: {stack}"
+            );
         }
-        assert_eq!(fixture("preempted-page-fault"), "irqentry_exit_to_user_mode < page_fault");
+        assert_eq!(
+            fixture("preempted-page-fault"),
+            "irqentry_exit_to_user_mode < page_fault"
+        );
         for stack in [
             "preempt_schedule_common < __cond_resched < balance_dirty_pages_ratelimited_flags < fault_dirty_shared_page < do_wp_page < handle_mm_fault < page_fault",
             "preempt_schedule_irq < irqentry_exit < asm_sysvec_apic_timer_interrupt",
@@ -504,7 +556,10 @@ mod tests {
         let stack = fixture("btrfs-mkwrite-writeback");
         f.stack = Some(&stack);
         let a = attribute(&f);
-        assert_eq!((a.cause, a.confidence), (Cause::WritebackWait, Confidence::High));
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::WritebackWait, Confidence::High)
+        );
     }
 
     #[test]

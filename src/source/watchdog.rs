@@ -83,6 +83,7 @@ impl Watchdog {
                             stack: kernel_stack(s.inflight.tid()),
                             call: None,
                             blocked_ns: None,
+                            behind: None,
                         }));
                     }
                 }

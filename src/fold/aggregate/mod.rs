@@ -21,6 +21,7 @@ use crate::model::stall::{Blocked, Live, Stall, Who};
 use hdrhistogram::Histogram;
 
 mod sched;
+mod siblings;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// How far back kernel intervals are kept for attribution (a stall longer
@@ -248,6 +249,8 @@ pub struct Aggregator {
     totals: Vec<TargetSummary>,
     /// Our writers' ops the watchdog saw blocked, not yet returned.
     in_progress: Vec<Blocked>,
+    /// Writers' latest stalls, for a writer that waited behind one.
+    recent_writer_stalls: VecDeque<Stall>,
     events: Vec<RunEvent>,
     /// Emptied histograms to hand back to writers.
     pub recycled: Vec<Histogram<u64>>,
@@ -322,6 +325,7 @@ impl Aggregator {
             page_kib: 4,
             totals,
             in_progress: Vec::new(),
+            recent_writer_stalls: VecDeque::new(),
             events: Vec::new(),
             recycled: Vec::new(),
             watched: Vec::new(),
@@ -981,6 +985,7 @@ impl Aggregator {
         let targets = self.emit_targets(p.accs, &mut blocks);
         blocks.sort_by_key(|s| s.start_ns);
         let mut stalls: Vec<Stall> = blocks.into_iter().map(|e| self.explain(e, t_end)).collect();
+        self.chain_siblings(&mut stalls, t_end);
         stalls.append(&mut p.chain_stalls);
         stalls.sort_by_key(|s| s.ev.start_ns);
         for s in &stalls {
