@@ -228,16 +228,6 @@ impl Drop for Busy {
     }
 }
 
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// #25 item 3: on btrfs (capped at 20 MiB/s, 256M/64M dirty limits, two
 /// threads spinning), each writer stall is checked against the kernel's
 /// own events for that thread in it (`common::wb_truth`, its own tracefs
@@ -263,7 +253,7 @@ fn btrfs_stalls_are_named_as_the_kernel_s_events_say() {
     let mut tally = Tally::default();
     for mode in ["mmap", "buffered"] {
         let truth = common::wb_truth::WbTruth::start("ss-");
-        let t0 = mono_ns();
+        let t0 = stallscope::base::clock::mono_ns();
         let out = bin()
             .args(["run", "--mode", mode, "--threads", "4", "--format", "jsonl"])
             .args(["--disk-budget", "3GiB", "--sync", "periodic:5s"])

@@ -9,6 +9,7 @@ pub mod pg;
 pub mod rocks;
 pub mod sched_truth;
 pub mod syscall_truth;
+pub mod tracefs;
 pub mod wb_truth;
 
 use std::process::{Child, Command};

@@ -6,12 +6,11 @@
 //! sched_wakeup). Read from trace_pipe as text; dropping it removes the
 //! instance.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
+use super::tracefs::TRACEFS;
 const EVENTS: [&str; 4] = [
     "writeback/balance_dirty_pages",
     "writeback/folio_wait_writeback",
@@ -56,23 +55,8 @@ pub struct WbTruth {
 impl WbTruth {
     /// Starts recording the events of threads whose name starts with `prefix`.
     pub fn start(prefix: &str) -> WbTruth {
-        let root = std::path::Path::new(TRACEFS);
-        let mounted = !root.join("instances").is_dir();
-        if mounted {
-            let ok = std::process::Command::new("mount")
-                .args(["-t", "tracefs", "nodev", TRACEFS])
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "mount tracefs");
-        }
-        let instance = root
-            .join("instances")
-            .join(format!("wb-truth-{}", std::process::id()));
-        std::fs::create_dir(&instance).unwrap();
+        let (instance, mounted) = super::tracefs::instance("wb-truth", 8192);
         let w = |f: &str, v: &str| std::fs::write(instance.join(f), v).unwrap();
-        w("trace_clock", "mono");
-        w("buffer_size_kb", "8192");
         let mine = format!("comm ~ \"{prefix}*\"");
         w("events/writeback/balance_dirty_pages/filter", &mine);
         w("events/writeback/folio_wait_writeback/filter", &mine);
@@ -149,22 +133,12 @@ pub fn window(events: &[Ev], comm: &str, from: u64, to: u64) -> Window {
     w
 }
 
-fn read_loop(mut pipe: std::fs::File, stop: &AtomicBool, out: &Mutex<Vec<Ev>>) {
-    let mut buf = vec![0u8; 1 << 16];
-    let mut partial = String::new();
-    while !stop.load(Ordering::Relaxed) {
-        let n = match pipe.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        partial.push_str(&String::from_utf8_lossy(&buf[..n]));
-        let Some(last) = partial.rfind('\n') else {
-            continue;
-        };
-        let lines: String = partial.drain(..=last).collect();
-        let mut v = out.lock().unwrap();
-        v.extend(lines.lines().filter_map(parse));
-    }
+fn read_loop(pipe: std::fs::File, stop: &AtomicBool, out: &Mutex<Vec<Ev>>) {
+    super::tracefs::read_lines(
+        pipe,
+        || stop.load(Ordering::Relaxed),
+        |l| out.lock().unwrap().extend(parse(l)),
+    );
 }
 
 /// `   ss-w0-2-13143  [001] d..2.  4711.123456: balance_dirty_pages: … pause=16 …`
