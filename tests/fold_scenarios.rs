@@ -162,6 +162,7 @@ impl RunIn {
             stack: self.stack,
             call: None,
             blocked_ns: None,
+            behind: None,
         }
     }
 }
@@ -331,6 +332,7 @@ fn run(name: &str) -> Vec<Value> {
                 stack,
                 call: None,
                 blocked_ns: None,
+                behind: None,
             })),
             Step::Observe(o) => agg.fold(observe(o)),
             Step::Live { at_ms } => {

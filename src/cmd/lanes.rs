@@ -216,6 +216,7 @@ mod tests {
                 stack: None,
                 call: None,
                 blocked_ns: None,
+                behind: None,
             },
             why: Attribution::high(cause, Evidence::default()),
         }

@@ -6,6 +6,7 @@
 use crate::config::Mode;
 use crate::model::cause::{
     add_share, largest, read_stack, Attribution, Cause, Confidence, Evidence, Share, COVERED,
+    PREEMPTED,
 };
 use crate::model::ops::OpKind;
 use crate::model::snapshot::BdpStats;
@@ -90,6 +91,14 @@ pub fn throttle_start_kib(c: &Counters) -> Option<u64> {
 pub fn attribute(f: &StallFacts) -> Attribution {
     let mut a = attribute_inner(f);
     a.evidence.kernel_stack = f.stack.map(str::to_string);
+    // A stack read while the thread was preempted names no wait; say so
+    // beside the unknown rather than leave the stack to be misread.
+    if a.evidence.wait.is_none()
+        && f.stack
+            .is_some_and(|st| read_stack(st).wait == Some(PREEMPTED))
+    {
+        a.evidence.wait = Some(PREEMPTED.to_string());
+    }
     a
 }
 
@@ -425,6 +434,132 @@ mod tests {
             let r = read_stack(stack);
             assert_eq!((r.cause, r.wait), (cause, wait), "{stack}");
         }
+    }
+
+    /// A `/proc/TID/stack` fixture (tests/fixtures/stacks/, read from our
+    /// writers on a capped btrfs lab, Linux 6.18) as the watchdog compacts it.
+    fn fixture(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/stacks")
+            .join(format!("{name}.txt"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        crate::model::cause::compact_stack(text.lines().filter_map(|l| l.split_whitespace().nth(1)))
+    }
+
+    #[test]
+    fn btrfs_waits_are_named_by_what_btrfs_waits_for() {
+        use crate::model::cause::read_stack;
+        let cases = [
+            // A write fault on a page under writeback, and on one of an
+            // ordered extent (btrfs's data in flight): its own writeback.
+            (
+                "btrfs-mkwrite-writeback",
+                Some(Cause::WritebackWait),
+                Some("data writeback"),
+            ),
+            (
+                "btrfs-mkwrite-ordered-extent",
+                Some(Cause::WritebackWait),
+                Some("data writeback"),
+            ),
+            // The page lock a sibling holds while it waits for writeback.
+            (
+                "btrfs-mkwrite-page-lock",
+                Some(Cause::WritebackWait),
+                Some("page locked for writeback"),
+            ),
+            // msync: the transaction commit, the ordered range, the log.
+            (
+                "btrfs-msync-commit",
+                Some(Cause::Sync),
+                Some("transaction commit"),
+            ),
+            (
+                "btrfs-msync-ordered-range",
+                Some(Cause::Sync),
+                Some("data writeback"),
+            ),
+            (
+                "btrfs-msync-sync-log",
+                Some(Cause::Sync),
+                Some("transaction commit"),
+            ),
+            (
+                "btrfs-fault-dirty-throttle",
+                Some(Cause::DirtyThrottle),
+                Some("dirty throttle"),
+            ),
+            // pwrite64 into a range of an ordered extent; fdatasync's commit.
+            (
+                "btrfs-write-ordered-extent",
+                Some(Cause::WritebackWait),
+                Some("data writeback"),
+            ),
+            (
+                "btrfs-fdatasync-commit",
+                Some(Cause::Sync),
+                Some("transaction commit"),
+            ),
+        ];
+        for (name, cause, wait) in cases {
+            let stack = fixture(name);
+            let r = read_stack(&stack);
+            assert_eq!((r.cause, r.wait), (cause, wait), "{name}: {stack}");
+        }
+        assert_eq!(
+            read_stack(&fixture("btrfs-msync-commit"))
+                .syscall
+                .as_deref(),
+            Some("msync")
+        );
+        // Outside a sync call a wait for the commit is still the sync's.
+        let r = read_stack("wait_current_trans < start_transaction < btrfs_dirty_inode < file_update_time < btrfs_page_mkwrite < do_page_mkwrite < page_fault");
+        assert_eq!(
+            (r.cause, r.wait),
+            (Some(Cause::Sync), Some("transaction commit"))
+        );
+    }
+
+    #[test]
+    fn a_preempted_thread_is_not_a_fault() {
+        use crate::model::cause::{read_stack, PREEMPTED};
+        for name in ["preempted-page-fault", "preempted-timer-irq"] {
+            let stack = fixture(name);
+            let r = read_stack(&stack);
+            assert_eq!(
+                (r.cause, r.wait),
+                (None, Some(PREEMPTED)),
+                "{name}: {stack}"
+            );
+        }
+        assert_eq!(
+            fixture("preempted-page-fault"),
+            "irqentry_exit_to_user_mode < page_fault"
+        );
+        for stack in [
+            "preempt_schedule_common < __cond_resched < balance_dirty_pages_ratelimited_flags < fault_dirty_shared_page < do_wp_page < handle_mm_fault < page_fault",
+            "preempt_schedule_irq < irqentry_exit < asm_sysvec_apic_timer_interrupt",
+        ] {
+            assert_eq!(read_stack(stack).cause, None, "{stack}");
+        }
+        // As the only evidence of a long stall: unknown and low, never
+        // `fault`/high, and the evidence says the thread was runnable.
+        let c = Counters::default();
+        let empty = ThreadTrace::default();
+        let stack = fixture("preempted-page-fault");
+        let mut f = facts(OpKind::Write, Some(&empty), &c);
+        f.stack = Some(&stack);
+        let a = attribute(&f);
+        assert_eq!((a.cause, a.confidence), (Cause::Unknown, Confidence::Low));
+        assert_eq!(a.evidence.wait.as_deref(), Some(PREEMPTED));
+        // A real wait under the same entry still names it.
+        let stack = fixture("btrfs-mkwrite-writeback");
+        f.stack = Some(&stack);
+        let a = attribute(&f);
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::WritebackWait, Confidence::High)
+        );
     }
 
     #[test]

@@ -52,7 +52,7 @@ struct Open {
 pub struct Samples(Vec<(String, u32, String)>);
 
 impl Samples {
-    fn add(&mut self, stack: &str) {
+    pub fn add(&mut self, stack: &str) {
         let r = read_stack(stack);
         let Some(cause) = r.cause else { return };
         let key = format!("{}/{}", cause.as_str(), r.wait.unwrap_or_default());
@@ -72,7 +72,7 @@ impl Samples {
     }
 
     /// The stack of the wait most samples were in (the first on a tie).
-    fn best(&self) -> Option<&str> {
+    pub fn best(&self) -> Option<&str> {
         let mut best: Option<&(String, u32, String)> = None;
         for e in &self.0 {
             if best.is_none_or(|b| e.1 > b.1) {

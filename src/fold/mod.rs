@@ -8,3 +8,4 @@ pub mod attribute;
 pub mod blocks;
 pub mod chains;
 pub mod derive;
+pub mod siblings;

@@ -303,6 +303,57 @@ const PAGE_WRITEBACK_WAITS: [&str; 4] = [
     "filemap_fdatawait",
 ];
 
+/// btrfs waiting for its own data writeback: an *ordered extent* is
+/// btrfs's record of data under write I/O, and these wait for it to
+/// complete (a write fault on a page of one, an fsync's range). Named
+/// "data writeback" as `PAGE_WRITEBACK_WAITS` are: the same wait by
+/// another name (`btrfs_start_ordered_extent_nowriteback` from 6.13).
+const BTRFS_ORDERED_WAITS: [&str; 3] = [
+    "btrfs_start_ordered_extent",
+    "btrfs_wait_ordered_range",
+    "btrfs_wait_ordered_extents",
+];
+
+/// btrfs's transaction commit (its journal, in effect) and its fsync
+/// log, which a sync forces: the counterpart of `FS_JOURNAL_WAITS`.
+/// Matched as prefixes: `btrfs_start_ordered_extent_nowriteback` and
+/// `btrfs_commit_transaction.cold` are the same waits.
+const BTRFS_COMMIT_WAITS: [&str; 6] = [
+    "btrfs_commit_transaction",
+    "btrfs_sync_file",
+    "btrfs_sync_log",
+    "wait_current_trans",
+    "btrfs_wait_for_commit",
+    "wait_for_commit",
+];
+
+/// A page lock taken in a filesystem's `page_mkwrite`: a write fault on a
+/// shared mapping waits there for the thread that holds the page, and on
+/// a page under writeback that is the flusher submitting it or a sibling
+/// that holds it while it waits for the page's writeback (btrfs and ext4
+/// wait for writeback with the page locked). Seen on btrfs for seconds
+/// beside `folio_wait_writeback < btrfs_page_mkwrite` in the siblings.
+const PAGE_LOCKS: [&str; 3] = ["__folio_lock", "folio_lock", "__lock_page"];
+
+/// Frames a thread is in when it was *preempted* or is about to be
+/// rescheduled on the way out of an interrupt or a fault: runnable, not
+/// waiting for anything. Innermost (after the scheduler's own frames),
+/// they say the thread was not blocked when its stack was read.
+const PREEMPT_FRAMES: [&str; 9] = [
+    "preempt_schedule",
+    "preempt_schedule_common",
+    "preempt_schedule_irq",
+    "preempt_schedule_notrace",
+    "irqentry_exit_to_user_mode",
+    "irqentry_exit",
+    "exit_to_user_mode_prepare",
+    "__cond_resched",
+    "_cond_resched",
+];
+
+/// What a preempted thread's stack says instead of a wait.
+pub const PREEMPTED: &str = "preempted (runnable, not waiting)";
+
 /// Waits for a page to be written before it may change again: the
 /// folio name from 5.16, `wait_for_stable_page` before.
 const STABLE_PAGE_WAITS: [&str; 2] = ["folio_wait_stable", "wait_for_stable_page"];
@@ -441,14 +492,26 @@ pub fn read_stack(stack: &str) -> StackReading {
         .map(str::to_string);
     let in_sync = syscall.as_deref().is_some_and(|c| SYNC_CALLS.contains(&c));
     let in_fault = has(&FAULT_FRAMES);
+    if preempted(stack) {
+        // Runnable: no wait, so no cause (see `PREEMPT_FRAMES`).
+        return StackReading {
+            cause: None,
+            syscall,
+            wait: Some(PREEMPTED),
+        };
+    }
     let wait = if stack.contains("balance_dirty_pages") {
         Some("dirty throttle")
     } else if has(&STABLE_PAGE_WAITS) || old_stable_page_wait(stack) {
         Some("stable page")
-    } else if has(&PAGE_WRITEBACK_WAITS) {
+    } else if has(&PAGE_WRITEBACK_WAITS) || has(&BTRFS_ORDERED_WAITS) {
         Some("data writeback")
+    } else if page_lock_in_mkwrite(stack) {
+        Some("page locked for writeback")
     } else if has(&FS_JOURNAL_WAITS) {
         Some("journal commit")
+    } else if has(&BTRFS_COMMIT_WAITS) {
+        Some("transaction commit")
     } else if has(&METADATA_WAITS) {
         Some("filesystem metadata I/O")
     } else if has(&LOCK_WAITS) {
@@ -467,9 +530,12 @@ pub fn read_stack(stack: &str) -> StackReading {
         Some(_) if in_sync => Some(Cause::Sync),
         // Inside a sync call whatever the wait: it is the sync's.
         None if in_sync => Some(Cause::Sync),
-        Some("stable page" | "data writeback") => Some(Cause::WritebackWait),
-        // Waiting for the filesystem's journal commit, which a sync forces.
-        Some("journal commit") => Some(Cause::Sync),
+        Some("stable page" | "data writeback" | "page locked for writeback") => {
+            Some(Cause::WritebackWait)
+        }
+        // Waiting for the filesystem's journal (btrfs: transaction)
+        // commit, which a sync forces.
+        Some("journal commit" | "transaction commit") => Some(Cause::Sync),
         Some("device cache flush" | "device queue" | "device discard") => Some(Cause::Device),
         // A lock or metadata wait outside a sync: where, not why.
         Some(_) if in_fault => Some(Cause::Fault),
@@ -482,6 +548,27 @@ pub fn read_stack(stack: &str) -> StackReading {
         syscall,
         wait,
     }
+}
+
+/// Whether the innermost frame (the scheduler's left out) is a
+/// preemption or an interrupt's exit: the thread was runnable when its
+/// stack was read. A stack read that way mid-stall says nothing about
+/// why the op was slow; calling it `fault` because a page fault's entry
+/// is below it (`irqentry_exit_to_user_mode < page_fault`) would be a
+/// guess dressed as evidence. (The scheduler's own events already leave
+/// preempted switches out: their filters take only S and D.)
+fn preempted(stack: &str) -> bool {
+    let first = stack.split(" < ").next().unwrap_or("");
+    PREEMPT_FRAMES.contains(&first) || first.starts_with("asm_sysvec_")
+}
+
+/// A page lock taken under a filesystem's `page_mkwrite` (see
+/// `PAGE_LOCKS`): the innermost frame is the lock, one of the next few a
+/// `*_page_mkwrite`.
+fn page_lock_in_mkwrite(stack: &str) -> bool {
+    let mut frames = stack.split(" < ");
+    let first = frames.next().unwrap_or("");
+    PAGE_LOCKS.contains(&first) && frames.take(3).any(|f| f.ends_with("_page_mkwrite"))
 }
 
 /// Before 5.2 a stable-page wait in a write fault leaves only

@@ -73,6 +73,11 @@ pub struct Blocked {
     /// timed it: less than its duration by the running between blocks.
     #[serde(default)]
     pub blocked_ns: Option<u64>,
+    /// Our writer's op waited behind this sibling writer (its thread
+    /// number, same target): the one holding the segment roll. The fold
+    /// chains the stall to the sibling's (`fold::siblings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<u32>,
 }
 
 /// The system call a stall was, from its entry and exit events.
@@ -113,6 +118,7 @@ impl Blocked {
             stack: None,
             call: None,
             blocked_ns: None,
+            behind: None,
         }
     }
     /// A finished block of an observed process's thread.
@@ -131,6 +137,7 @@ impl Blocked {
             stack: None,
             call: None,
             blocked_ns: None,
+            behind: None,
         }
     }
     /// Its duration, or for one still going its age at `now_ns`.

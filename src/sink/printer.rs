@@ -313,9 +313,13 @@ impl<W: Write> Printer<W> {
             Who::Writer { target, thread } => (
                 self.label(*target),
                 format!(
-                    "thread {thread} in {} ({})",
+                    "thread {thread} in {} ({}){}",
                     e.op.as_str(),
-                    mode.unwrap_or("?")
+                    mode.unwrap_or("?"),
+                    // Behind a sibling's segment roll: whose, and its wait.
+                    st.why
+                        .chain_brief()
+                        .map_or(String::new(), |c| format!(" waited {c}"))
                 ),
             ),
             Who::Process {

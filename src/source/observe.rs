@@ -246,6 +246,7 @@ impl Run {
             stack: self.stack,
             call: None,
             blocked_ns: None,
+            behind: None,
         }
     }
 }

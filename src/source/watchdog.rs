@@ -1,6 +1,9 @@
 //! Sees a stall while it is happening: every `PERIOD` it looks at each
 //! thread's in-flight slot and reports an op older than the threshold that
-//! has not returned yet, once per op.
+//! has not returned yet, with its kernel stack; and every `RESTACK` while
+//! the op lasts it reads the stack again and reports that too, so the fold
+//! names the wait most of the stall was in, not the one it began in (a
+//! write fault throttled for 100 ms, then waiting 8 s for writeback).
 
 use crate::base::clock::Clock;
 use crate::model::msg::Msg;
@@ -13,6 +16,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub const PERIOD: Duration = Duration::from_millis(20);
+
+/// How often the stack of an op still blocked is read again.
+pub const RESTACK: Duration = Duration::from_millis(100);
 
 /// The watchdog thread; its slot list is replaced when engines change.
 pub struct Watchdog {
@@ -30,8 +36,10 @@ impl Watchdog {
         let handle = std::thread::Builder::new()
             .name("ss-watchdog".into())
             .spawn(move || {
-                // (target, thread) -> start of the op already reported
-                let mut reported: Vec<(usize, u32, u64)> = Vec::new();
+                // (target, thread, start of the op already reported, when
+                // its stack was last read)
+                let mut reported: Vec<(usize, u32, u64, u64)> = Vec::new();
+                let restack = RESTACK.as_nanos() as u64;
                 while !st2.load(Ordering::Relaxed) {
                     if s2.lock().is_ok_and(|g| g.is_empty()) {
                         // No writers (observe mode, paused): sleep until
@@ -56,13 +64,14 @@ impl Watchdog {
                         if now.saturating_sub(start) < thr {
                             continue;
                         }
-                        if reported
-                            .iter()
-                            .any(|r| (r.0, r.1, r.2) == (s.target, s.thread, start))
+                        match reported
+                            .iter_mut()
+                            .find(|r| (r.0, r.1, r.2) == (s.target, s.thread, start))
                         {
-                            continue;
+                            Some(r) if now.saturating_sub(r.3) < restack => continue,
+                            Some(r) => r.3 = now,
+                            None => reported.push((s.target, s.thread, start, now)),
                         }
-                        reported.push((s.target, s.thread, start));
                         let _ = tx.send(Msg::Blocked(Blocked {
                             who: Who::Writer {
                                 target: s.target,
@@ -74,6 +83,7 @@ impl Watchdog {
                             stack: kernel_stack(s.inflight.tid()),
                             call: None,
                             blocked_ns: None,
+                            behind: None,
                         }));
                     }
                 }

@@ -9,6 +9,8 @@ pub mod pg;
 pub mod rocks;
 pub mod sched_truth;
 pub mod syscall_truth;
+pub mod tracefs;
+pub mod wb_truth;
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};

@@ -6,12 +6,11 @@
 //! (folio_wait_writeback, filtered by the task running it), counted. Dropping it removes the instance (and unmounts tracefs if this
 //! mounted it).
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
+use super::tracefs::TRACEFS;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Blocked {
@@ -33,23 +32,8 @@ pub struct SchedTruth {
 impl SchedTruth {
     /// Starts counting D-state blocks of threads named `comm`.
     pub fn start(comm: &str) -> SchedTruth {
-        let root = Path::new(TRACEFS);
-        let mounted = !root.join("instances").is_dir();
-        if mounted {
-            let ok = std::process::Command::new("mount")
-                .args(["-t", "tracefs", "nodev", TRACEFS])
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "mount tracefs");
-        }
-        let instance = root
-            .join("instances")
-            .join(format!("sched-truth-{}", std::process::id()));
-        std::fs::create_dir(&instance).unwrap();
+        let (instance, mounted) = super::tracefs::instance("sched-truth", 4096);
         let w = |f: &str, v: &str| std::fs::write(instance.join(f), v).unwrap();
-        w("trace_clock", "mono");
-        w("buffer_size_kb", "4096");
         w(
             "events/sched/sched_switch/filter",
             &format!("prev_state & 2 && prev_comm == \"{comm}\""),
@@ -103,27 +87,18 @@ impl SchedTruth {
     }
 }
 
-fn read_loop(mut pipe: std::fs::File, stop: &AtomicBool, sum: &Mutex<Blocked>) {
+fn read_loop(pipe: std::fs::File, stop: &AtomicBool, sum: &Mutex<Blocked>) {
     let mut open: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut partial = String::new();
-    while !stop.load(Ordering::Relaxed) {
-        let n = match pipe.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        partial.push_str(&String::from_utf8_lossy(&buf[..n]));
-        let Some(last) = partial.rfind('\n') else {
-            continue;
-        };
-        let lines: String = partial.drain(..=last).collect();
-        for l in lines.lines() {
+    super::tracefs::read_lines(
+        pipe,
+        || stop.load(Ordering::Relaxed),
+        |l| {
             if l.contains(": folio_wait_writeback: ") {
                 sum.lock().unwrap().page_waits += 1;
-                continue;
+                return;
             }
             let Some((t, pid, switch)) = parse(l) else {
-                continue;
+                return;
             };
             if switch {
                 open.insert(pid, t);
@@ -132,8 +107,8 @@ fn read_loop(mut pipe: std::fs::File, stop: &AtomicBool, sum: &Mutex<Blocked>) {
                 m.total_ns += t.saturating_sub(s);
                 m.blocks += 1;
             }
-        }
-    }
+        },
+    );
 }
 
 /// (timestamp ns, thread, is a switch into D) of one trace line.

@@ -4,7 +4,7 @@
 
 use crate::config::Mode;
 use crate::fold::attribute::{attribute, Counters, StallFacts, ThreadTrace, Unseen};
-use crate::fold::blocks::BlockTimer;
+use crate::fold::blocks::{BlockTimer, Samples};
 use crate::fold::chains::Chains;
 use crate::fold::derive::derive;
 use crate::model::cause::Cause;
@@ -21,6 +21,7 @@ use crate::model::stall::{Blocked, Live, Stall, Who};
 use hdrhistogram::Histogram;
 
 mod sched;
+mod siblings;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// How far back kernel intervals are kept for attribution (a stall longer
@@ -242,11 +243,14 @@ pub struct Aggregator {
     /// The raw sample the next interval's kernel figures are derived from.
     last_raw: Option<ProcSample>,
     page_kib: u64,
-    /// Kernel stacks the watchdog took of stalled ops, until attributed.
-    stacks: HashMap<(ThreadKey, u64), String>,
+    /// Kernel stacks the watchdog took of stalled ops, until attributed:
+    /// the first, and all of them tallied by the wait they name.
+    stacks: HashMap<(ThreadKey, u64), (String, Samples)>,
     totals: Vec<TargetSummary>,
     /// Our writers' ops the watchdog saw blocked, not yet returned.
     in_progress: Vec<Blocked>,
+    /// Writers' latest stalls, for a writer that waited behind one.
+    recent_writer_stalls: VecDeque<Stall>,
     events: Vec<RunEvent>,
     /// Emptied histograms to hand back to writers.
     pub recycled: Vec<Histogram<u64>>,
@@ -321,6 +325,7 @@ impl Aggregator {
             page_kib: 4,
             totals,
             in_progress: Vec::new(),
+            recent_writer_stalls: VecDeque::new(),
             events: Vec::new(),
             recycled: Vec::new(),
             watched: Vec::new(),
@@ -631,11 +636,17 @@ impl Aggregator {
             Msg::Batch(b) => self.fold_batch(*b),
             Msg::Blocked(b) => {
                 if let Some(st) = &b.stack {
-                    self.stacks
-                        .insert((ThreadKey::of(&b.who), b.start_ns), st.clone());
+                    let (_, samples) = self
+                        .stacks
+                        .entry((ThreadKey::of(&b.who), b.start_ns))
+                        .or_insert_with(|| (st.clone(), Samples::default()));
+                    samples.add(st);
                 }
-                if !self.in_progress.iter().any(|p| p.same(&b)) {
-                    self.in_progress.push(b);
+                // The watchdog reports a long op again with each new stack
+                // read; the op's kind may have changed (a segment wait).
+                match self.in_progress.iter_mut().find(|p| p.same(&b)) {
+                    Some(p) => p.op = b.op,
+                    None => self.in_progress.push(b),
                 }
             }
             Msg::Observe(t) => self.fold_observe(*t),
@@ -872,11 +883,10 @@ impl Aggregator {
         let trace = self.tracing.then(|| self.thread_trace(&ev, now_ns));
         let dev = self.device_of(&ev, trace.as_ref());
         let counters = self.counters(&ev, now_ns, dev);
-        if ev.stack.is_none() {
-            ev.stack = self
-                .stacks
-                .get(&(ThreadKey::of(&ev.who), ev.start_ns))
-                .cloned();
+        // The watchdog's stacks of a writer's op: of the wait most of them
+        // were in, else the first (one that names no wait).
+        if let Some((first, samples)) = self.stacks.get(&(ThreadKey::of(&ev.who), ev.start_ns)) {
+            ev.stack = Some(samples.best().unwrap_or(first).to_string());
         }
         let mode = ev
             .who
@@ -975,6 +985,7 @@ impl Aggregator {
         let targets = self.emit_targets(p.accs, &mut blocks);
         blocks.sort_by_key(|s| s.start_ns);
         let mut stalls: Vec<Stall> = blocks.into_iter().map(|e| self.explain(e, t_end)).collect();
+        self.chain_siblings(&mut stalls, t_end);
         stalls.append(&mut p.chain_stalls);
         stalls.sort_by_key(|s| s.ev.start_ns);
         for s in &stalls {

@@ -243,6 +243,7 @@ impl Aggregator {
                 stack: None,
                 call: None,
                 blocked_ns: None,
+                behind: None,
             },
             why: Attribution {
                 cause: c.cause,
@@ -372,6 +373,7 @@ impl Aggregator {
             dur_ns,
             stack: run.stack,
             blocked_ns: Some(run.blocked_ns),
+            behind: None,
             call: run.call.map(|c| Call {
                 name: c.name.to_string(),
                 fd: c.fd,

@@ -43,6 +43,7 @@ fn a_writer_that_dies_mid_op_leaves_no_stall_in_progress() {
             stack: None,
             call: None,
             blocked_ns: None,
+            behind: None,
         }));
     }
     assert_eq!(a.live(S).stalls.len(), 2);
@@ -118,6 +119,7 @@ fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
         stack: Some("io_schedule_timeout < balance_dirty_pages".into()),
         call: None,
         blocked_ns: None,
+        behind: None,
     };
     // While it lasts, the banner shows it with its cause so far.
     let mut so_far = run.clone();
@@ -217,6 +219,7 @@ fn stall_in_progress_until_it_finishes() {
         stack: None,
         call: None,
         blocked_ns: None,
+        behind: None,
     }));
     let s = a.tick(S + GRACE_NS);
     assert_eq!(s[0].in_progress.len(), 1);
@@ -398,4 +401,114 @@ fn delay_runs_are_judged_as_of_the_trace_events_folded() {
         .collect();
     assert_eq!(delay_stalls.len(), 1, "one run, not cut at each tick");
     assert_eq!(delay_stalls[0].why.evidence.timer_sleeps, Some(60));
+}
+
+/// #25: a write fault throttled for a moment, then waiting seconds for
+/// btrfs's writeback. The watchdog's first stack is the throttle's; the
+/// ones it reads while the op lasts are the writeback wait's, and the
+/// stall is named by the wait most of them were in (it was `unknown`).
+#[test]
+fn a_long_writer_stall_is_named_by_the_wait_most_of_its_stacks_were_in() {
+    let mut a = agg(1);
+    let throttle = "balance_dirty_pages < balance_dirty_pages_ratelimited_flags < \
+                    fault_dirty_shared_page < do_fault < handle_mm_fault < page_fault";
+    let wb = "folio_wait_writeback < btrfs_page_mkwrite < do_page_mkwrite < do_wp_page < \
+              handle_mm_fault < page_fault";
+    let preempted = "irqentry_exit_to_user_mode < page_fault";
+    let seen = |stack: &str| {
+        Msg::Blocked(Blocked {
+            who: Who::Writer {
+                target: 0,
+                thread: 1,
+            },
+            op: OpKind::Write,
+            start_ns: S / 10,
+            dur_ns: None,
+            stack: Some(stack.into()),
+            call: None,
+            blocked_ns: None,
+            behind: None,
+        })
+    };
+    a.set_tracing(true);
+    a.fold(seen(throttle));
+    assert_eq!(a.live(S / 5).stalls[0].why.cause, Cause::DirtyThrottle);
+    for st in [wb, preempted, wb, preempted, wb, preempted] {
+        a.fold(seen(st));
+    }
+    let live = a.live(S / 2);
+    assert_eq!(live.stalls.len(), 1, "one op, however many reports");
+    assert_eq!(
+        live.stalls[0].why.cause,
+        Cause::WritebackWait,
+        "in the banner"
+    );
+    let mut done = batch(0, 1, 0, &[]);
+    if let Msg::Batch(b) = &mut done {
+        b.stalls
+            .push(Blocked::writer(0, 1, OpKind::Write, S / 10, 7_900_000_000));
+    }
+    a.fold(done);
+    let (snaps, _) = a.finish(9 * S);
+    let stall = snaps
+        .iter()
+        .flat_map(|s| &s.stalls)
+        .next()
+        .expect("the stall");
+    assert_eq!(stall.why.cause, Cause::WritebackWait);
+    assert_eq!(stall.why.confidence, crate::model::cause::Confidence::High);
+    assert!(stall.why.evidence.kernel_stack.as_deref() == Some(wb));
+}
+
+/// #25 item 9: thread 1 waited 4 s on the roll thread 0 held while it
+/// synced the oldest segment. Chained whether the holder's stall is filed
+/// in the same interval or is still going on when the waiter's is.
+#[test]
+fn a_writer_behind_a_sibling_s_roll_is_chained_to_its_stall() {
+    let stalled = |thread: u32, op: OpKind, start: u64, dur: u64, behind: Option<u32>| {
+        let mut b = Blocked::writer(0, thread, op, start, dur);
+        b.behind = behind;
+        let mut m = batch(0, thread, 0, &[]);
+        if let Msg::Batch(bt) = &mut m {
+            bt.stalls.push(b);
+        }
+        m
+    };
+    for holder_done_first in [true, false] {
+        let mut a = agg(1);
+        if holder_done_first {
+            a.fold(stalled(0, OpKind::SegmentWait, S / 10, 4 * S, None));
+        } else {
+            a.fold(Msg::Blocked(Blocked {
+                who: Who::Writer {
+                    target: 0,
+                    thread: 0,
+                },
+                op: OpKind::SegmentWait,
+                start_ns: S / 10,
+                dur_ns: None,
+                stack: None,
+                call: None,
+                blocked_ns: None,
+                behind: None,
+            }));
+        }
+        a.fold(stalled(1, OpKind::Write, S / 5, 4 * S - S / 10, Some(0)));
+        let (snaps, _) = a.finish(5 * S);
+        let waiter = snaps
+            .iter()
+            .flat_map(|s| &s.stalls)
+            .find(|s| s.ev.who.thread() == 1)
+            .expect("the waiter's stall");
+        let why = &waiter.why;
+        assert_eq!(
+            (why.cause, why.confidence),
+            (Cause::Sync, crate::model::cause::Confidence::High),
+            "holder done first: {holder_done_first}"
+        );
+        assert_eq!(
+            why.chain_brief().as_deref(),
+            Some("\u{2190} thread 0 msync (recycling a segment)")
+        );
+    }
 }

@@ -564,6 +564,7 @@ impl StallIn {
                 stack: self.evidence.kernel_stack.clone(),
                 call: self.call,
                 blocked_ns: self.blocked_ns,
+                behind: None,
             },
             why: Attribution {
                 cause: self.cause,

@@ -15,7 +15,7 @@ use crate::model::msg::{EventKind, Handover, Timing};
 use crate::model::ops::{InFlight, OpKind};
 use crate::source::writer::recorder::Recorder;
 use aligned::AlignedBuf;
-use segments::{LogKind, SegmentLog};
+use segments::{Appended, LogKind, SegmentLog};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::*};
@@ -652,22 +652,26 @@ impl LogWriter {
 
 impl Workload for LogWriter {
     fn write(&mut self, rec: &mut Recorder, start: u64) -> io::Result<OpKind> {
+        let me = rec.thread();
         let on_roll = || rec.inflight.enter(start, OpKind::SegmentWait);
-        let waited = match &mut self.block {
-            None => self.log.append(&self.record, on_roll)?,
+        let done = match &mut self.block {
+            None => self.log.append(&self.record, me, on_roll)?,
             Some((buf, fill)) => {
                 let rs = self.record.len();
-                let mut waited = false;
+                let mut done = Appended::default();
                 if *fill + rs > buf.len() {
-                    waited = self.log.append(buf.as_slice(), on_roll)?;
+                    done = self.log.append(buf.as_slice(), me, on_roll)?;
                     *fill = 0;
                 }
                 buf.as_mut_slice()[*fill..*fill + rs].copy_from_slice(&self.record);
                 *fill += rs;
-                waited
+                done
             }
         };
-        Ok(if waited {
+        if let Some(sibling) = done.behind {
+            rec.behind(sibling);
+        }
+        Ok(if done.synced {
             OpKind::SegmentWait
         } else {
             OpKind::Write

@@ -28,6 +28,8 @@ pub struct Recorder {
     cur: Batch,
     next_flush_ns: u64,
     faults: (u64, u64),
+    /// The sibling writer whose segment roll the current op waited behind.
+    behind: Option<u32>,
     pub inflight: Arc<InFlight>,
 }
 
@@ -52,6 +54,7 @@ impl Recorder {
             cur: fresh_batch(target, thread, 0, new_histogram(), new_histogram()),
             next_flush_ns: 0,
             faults: thread_faults(),
+            behind: None,
             inflight,
         };
         r.inflight.set_tid_to_current();
@@ -63,6 +66,19 @@ impl Recorder {
     fn flush_deadline(&self, now: u64) -> u64 {
         let boundary = (now / self.interval_ns + 1) * self.interval_ns;
         boundary.min(now + FLUSH_EVERY.as_nanos() as u64)
+    }
+
+    /// This writer's thread number.
+    #[inline]
+    pub fn thread(&self) -> u32 {
+        self.thread
+    }
+
+    /// The current op waited for sibling `thread`'s segment roll: its
+    /// stall, if it is one, says so (a plain field: no lock, no allocation).
+    #[cold]
+    pub fn behind(&mut self, thread: u32) {
+        self.behind = Some(thread);
     }
 
     #[inline]
@@ -92,6 +108,7 @@ impl Recorder {
         self.inflight.leave();
         self.maybe_flush(now);
         let dur = now.saturating_sub(start_ns);
+        let behind = self.behind.take();
         let us = (dur / 1000).clamp(1, HIST_MAX_US);
         match kind {
             OpKind::Sync => self.cur.sync_hist.saturating_record(us),
@@ -106,13 +123,9 @@ impl Recorder {
             }
         }
         if dur >= self.threshold_ns {
-            self.cur.stalls.push(Blocked::writer(
-                self.target,
-                self.thread,
-                kind,
-                start_ns,
-                dur,
-            ));
+            let mut b = Blocked::writer(self.target, self.thread, kind, start_ns, dur);
+            b.behind = behind;
+            self.cur.stalls.push(b);
             // Handed over at once (stalls are rare by definition): a thread
             // that sleeps after its op (the periodic sync) would otherwise
             // hold the stall back for a whole period, and the banner would

@@ -81,7 +81,18 @@ pub struct SegmentLog {
     slots: Box<[Slot]>,
     active: AtomicUsize,
     roll: Mutex<RollState>,
+    /// The writer thread (its number + 1; 0: none) that holds `roll`, so a
+    /// thread that has to wait for it can say whose roll it waited behind.
+    roller: AtomicU32,
     bytes_on_disk: AtomicU64,
+}
+
+/// What an append did besides writing: whether it had to wait for a
+/// segment sync, and behind which sibling's roll it waited, if it did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Appended {
+    pub synced: bool,
+    pub behind: Option<u32>,
 }
 
 /// Proof that a slot's segment cannot be torn down; released on drop.
@@ -140,6 +151,7 @@ impl SegmentLog {
                 next_seq: 0,
                 last_roll_synced: false,
             }),
+            roller: AtomicU32::new(0),
             bytes_on_disk: AtomicU64::new(0),
         };
         {
@@ -170,12 +182,13 @@ impl SegmentLog {
         }
     }
 
-    /// Appends `buf` as one record (or one aligned block in direct mode).
-    /// Never splits a record over two segments. `on_roll` is called before
-    /// this thread waits for a new segment (so it can say so to the
-    /// watchdog). Returns true if the op had to wait for a segment sync.
-    pub fn append(&self, buf: &[u8], mut on_roll: impl FnMut()) -> io::Result<bool> {
-        let mut waited = false;
+    /// Appends `buf` as one record (or one aligned block in direct mode),
+    /// for writer thread `me`. Never splits a record over two segments.
+    /// `on_roll` is called before this thread waits for a new segment (so
+    /// it can say so to the watchdog). Says whether the op had to wait for
+    /// a segment sync, and behind which thread's roll it waited.
+    pub fn append(&self, buf: &[u8], me: u32, mut on_roll: impl FnMut()) -> io::Result<Appended> {
+        let mut done = Appended::default();
         let len = buf.len() as u64;
         loop {
             let idx = self.active.load(Acquire);
@@ -191,7 +204,9 @@ impl SegmentLog {
             if off + len > self.seg_size {
                 drop(pin);
                 on_roll();
-                waited |= self.roll_from(idx)?;
+                let (synced, behind) = self.roll_from(idx, me)?;
+                done.synced |= synced;
+                done.behind = behind.or(done.behind);
                 continue;
             }
             let seg = pin.seg();
@@ -206,32 +221,48 @@ impl SegmentLog {
                             buf.len(),
                         )
                     };
-                    Ok(waited)
+                    Ok(done)
                 }
                 None => {
                     seg.file.write_all_at(buf, off)?;
                     self.bytes_on_disk.fetch_add(len, Relaxed);
-                    Ok(waited)
+                    Ok(done)
                 }
             };
         }
     }
 
     /// Rolls to a new segment unless another thread already did. Returns
-    /// true if a sync had to happen first (by us or the thread we waited on).
-    fn roll_from(&self, full_idx: usize) -> io::Result<bool> {
-        let mut st = self
-            .roll
-            .lock()
-            .map_err(|_| io::Error::other("roll mutex poisoned"))?;
+    /// whether a sync had to happen first (by us or the thread we waited
+    /// on), and the thread we waited behind if the roll was taken. Once
+    /// per segment, never per op: the lock and the look at `roller` cost
+    /// the op path nothing.
+    fn roll_from(&self, full_idx: usize, me: u32) -> io::Result<(bool, Option<u32>)> {
+        let poisoned = |_| io::Error::other("roll mutex poisoned");
+        let (mut st, behind) = match self.roll.try_lock() {
+            Ok(st) => (st, None),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let holder = self.roller.load(Acquire).checked_sub(1);
+                (self.roll.lock().map_err(poisoned)?, holder)
+            }
+            Err(std::sync::TryLockError::Poisoned(e)) => return Err(poisoned(e)),
+        };
         if self.active.load(Acquire) != full_idx {
-            return Ok(st.last_roll_synced);
+            return Ok((st.last_roll_synced, behind));
         }
+        self.roller.store(me + 1, Release);
+        let rolled = self.roll_locked(&mut st, full_idx);
+        self.roller.store(0, Release);
+        Ok((rolled?, behind))
+    }
+
+    /// The roll itself, under the roll mutex: true if it had to sync.
+    fn roll_locked(&self, st: &mut RollState, full_idx: usize) -> io::Result<bool> {
         self.slots[full_idx].state.store(FULL, SeqCst);
         let next = (full_idx + 1) % self.slots.len();
-        let synced = self.make_room(&mut st, next)?;
+        let synced = self.make_room(st, next)?;
         st.last_roll_synced = synced;
-        self.open_segment(&mut st, next)?;
+        self.open_segment(st, next)?;
         Ok(synced)
     }
 
@@ -410,13 +441,13 @@ mod tests {
             let log = SegmentLog::create(t.path(), "", kind, 4096, 3 * 4096, false).unwrap();
             let rec = [7u8; 1000];
             for _ in 0..4 {
-                log.append(&rec, || {}).unwrap();
+                log.append(&rec, 0, || {}).unwrap();
             }
             assert_eq!(files(t.path()), 1, "{kind:?}: four records fit one segment");
-            log.append(&rec, || {}).unwrap();
+            log.append(&rec, 0, || {}).unwrap();
             assert_eq!(files(t.path()), 2, "{kind:?}: the fifth rolls");
             for _ in 0..40 {
-                log.append(&rec, || {}).unwrap();
+                log.append(&rec, 0, || {}).unwrap();
             }
             assert!(files(t.path()) <= 3, "{kind:?}: budget holds");
             assert_eq!(log.live_segments(), files(t.path()));
@@ -443,7 +474,7 @@ mod tests {
                 s.spawn(move || {
                     let rec = [th + 1; 100];
                     for _ in 0..5000 {
-                        log.append(&rec, || {}).unwrap();
+                        log.append(&rec, 0, || {}).unwrap();
                     }
                 });
             }
@@ -460,12 +491,43 @@ mod tests {
         assert_eq!(total, 4 * 5000);
     }
 
+    /// #25: a writer that waits for the roll another thread holds knows
+    /// whose it was; one that takes the roll itself waited behind nobody.
+    #[test]
+    fn a_writer_waiting_for_a_sibling_s_roll_knows_which() {
+        let t = tempfile::tempdir().unwrap();
+        let log = SegmentLog::create(t.path(), "", LogKind::Mmap, 4096, 1 << 20, false).unwrap();
+        for _ in 0..4 {
+            assert_eq!(
+                log.append(&[1u8; 1000], 2, || {}).unwrap(),
+                Appended::default()
+            );
+        }
+        let rolled = log.append(&[1u8; 1000], 2, || {}).unwrap();
+        assert_eq!(rolled.behind, None, "it rolled itself");
+        for _ in 0..3 {
+            log.append(&[1u8; 1000], 2, || {}).unwrap();
+        }
+        // Thread 3 is rolling (it holds the mutex) when thread 1 needs to.
+        let held = log.roll.lock().unwrap();
+        log.roller.store(3 + 1, Release);
+        let waited = std::thread::scope(|s| {
+            let w = s.spawn(|| log.append(&[1u8; 1000], 1, || {}).unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            log.roller.store(0, Release);
+            drop(held);
+            w.join().unwrap()
+        });
+        assert_eq!(waited.behind, Some(3));
+        assert_eq!(log.roller.load(Acquire), 0, "released with the roll");
+    }
+
     #[test]
     fn unsynced_segments_are_synced_before_deletion() {
         let t = tempfile::tempdir().unwrap();
         let log = SegmentLog::create(t.path(), "", LogKind::Mmap, 4096, 2 * 4096, true).unwrap();
         for _ in 0..40 {
-            log.append(&[1u8; 1000], || {}).unwrap();
+            log.append(&[1u8; 1000], 0, || {}).unwrap();
         }
         assert!(files(t.path()) <= 2);
     }

@@ -660,6 +660,7 @@ fn chained_wait() -> Stall {
             stack: None,
             call: None,
             blocked_ns: None,
+            behind: None,
         },
         why,
     }
