@@ -146,8 +146,9 @@ const ADVISE_EXAMPLES: &str = "Examples:
   stallscope advise run.jsonl
       the cards, by cause; each says what to write where, e.g.
       echo 33554432 > /sys/class/bdi/8:0/max_bytes
-  stallscope advise run.jsonl --format json | jq -r '.proposals[] | select(.gate == null) | .knob + \" \" + .to'
-      the knobs that apply on this machine and the value for each
+  stallscope advise run.jsonl --format json | jq '.proposals[] | select(.gate == null) | .treatment'
+      what each card that applies here writes: sysctls, sysfs files (a device's
+      max_bytes with its strict_limit), mount options, the run's own options
   sudo stallscope run --observe-name postgres --record pg.jsonl --duration 60s
   stallscope advise pg.jsonl
       PostgreSQL's own settings come as `direction`: the lab runs our writers, not it

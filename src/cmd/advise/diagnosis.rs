@@ -41,8 +41,9 @@ pub enum Stalled {
     Writers {
         mode: Mode,
         threads: u32,
-        sync: SyncPolicy,
-        commit_interval_s: f64,
+        /// None when not known (read from `run --format jsonl` output).
+        sync: Option<SyncPolicy>,
+        commit_interval_s: Option<f64>,
     },
     Server {
         pid: u32,
@@ -197,8 +198,9 @@ pub fn from_recording(rec: &Recording) -> Diagnosis {
         Stalled::Writers {
             mode: last.map_or(h.config.mode, |x| x.mode),
             threads: last.map_or(h.config.threads, |x| x.threads),
-            sync: h.config.sync,
-            commit_interval_s: h.config.commit_interval.0.as_secs_f64(),
+            // Printed lines do not say; the header's config is a default.
+            sync: (!rec.printed).then_some(h.config.sync),
+            commit_interval_s: (!rec.printed).then_some(h.config.commit_interval.0.as_secs_f64()),
         }
     };
     let mut subjects: Vec<Subject> = Vec::new();

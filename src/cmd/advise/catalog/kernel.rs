@@ -287,17 +287,17 @@ fn smaller_syncs(cause: Cause, s: &Subject) -> Option<Proposal> {
         return None;
     };
     let (knob, from, to, what, source) = match (mode, sync) {
-        (Mode::Journal, _) if *commit_interval_s > 1.0 => (
+        (Mode::Journal, _) if commit_interval_s.is_some_and(|c| c > 1.0) => (
             "--commit-interval",
-            format!("{commit_interval_s}s"),
+            format!("{}s", commit_interval_s.unwrap_or_default()),
             "1s",
             "syncfs every 1 s: each commit writes back less and the journal trims sooner; more syncs, more flushes",
             "https://man7.org/linux/man-pages/man2/syncfs.2.html",
         ),
         (Mode::Journal, _) => return None,
-        (_, SyncPolicy::Periodic(p)) if p.as_secs_f64() > 1.0 => (
+        (_, Some(SyncPolicy::Periodic(p))) if p.as_secs_f64() > 1.0 => (
             "--sync",
-            sync.to_string(),
+            SyncPolicy::Periodic(*p).to_string(),
             "periodic:1s",
             "a sync every 1 s waits behind 1 s of writes, not the whole period's; more syncs, more device flushes (the durability window shrinks too)",
             "https://man7.org/linux/man-pages/man2/fsync.2.html",

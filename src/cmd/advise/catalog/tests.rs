@@ -14,8 +14,8 @@ fn writers(mode: Mode, by: &[(Cause, f64)]) -> Subject {
         who: Stalled::Writers {
             mode,
             threads: 4,
-            sync: SyncPolicy::Periodic(std::time::Duration::from_secs(10)),
-            commit_interval_s: 5.0,
+            sync: Some(SyncPolicy::Periodic(std::time::Duration::from_secs(10))),
+            commit_interval_s: Some(5.0),
         },
         place: Some(Place {
             path: "/mnt/lab/ext4".into(),
