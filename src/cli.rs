@@ -52,7 +52,10 @@ Exit codes: 0 ok, 1 runtime error, 2 bad input.";
 /// `watch --help`: the dashboard's keys, from the one key table.
 fn dashboard_keys() -> String {
     let mut s = String::from("Keys:\n");
-    for d in crate::tui::keys::KEYS {
+    for d in crate::tui::keys::KEYS
+        .iter()
+        .filter(|d| !d.label.is_empty())
+    {
         s.push_str(&format!("  {:<11} {}\n", d.label, d.help));
     }
     s.push_str("\nExamples:\n  stallscope watch --target /mnt/xfs --target /mnt/ext4\n  sudo stallscope watch --observe-name postgres");

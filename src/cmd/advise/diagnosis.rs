@@ -368,12 +368,17 @@ pub fn busiest_bdi(own: &[&Stall]) -> Option<String> {
 /// The median write rate of target `t`'s device over the intervals in
 /// which it wrote (above 0.1 MiB/s), MiB/s.
 pub fn writeback_rate(snaps: &[Snapshot], t: usize) -> Option<f64> {
-    let mut v: Vec<f64> = snaps
-        .iter()
-        .filter_map(|s| s.kernel.as_ref()?.devs.get(t)?.as_ref())
-        .map(|d| d.write_mib_per_s)
-        .filter(|r| *r > 0.1)
-        .collect();
+    writing_median(
+        snaps
+            .iter()
+            .filter_map(|s| s.kernel.as_ref()?.devs.get(t)?.as_ref())
+            .map(|d| d.write_mib_per_s),
+    )
+}
+
+/// The median of the rates above 0.1 MiB/s (a device that wrote), if any.
+pub fn writing_median(rates: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = rates.filter(|r| *r > 0.1).collect();
     if v.is_empty() {
         return None;
     }
