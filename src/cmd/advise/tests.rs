@@ -77,6 +77,7 @@ fn an_empty_recording_has_nothing_to_advise() {
     );
     let out = advise(Path::new(rec), Format::Text, &ProcRoot::under(dir.path())).unwrap();
     assert!(out.contains("Nothing to advise: no stalls in the"), "{out}");
+    assert!(out.contains(" 0 stalls, 0.00 s of stall time"), "{out}");
     let json = advise(Path::new(rec), Format::Json, &ProcRoot::under(dir.path())).unwrap();
     assert_eq!(json.trim(), "{\n  \"proposals\": []\n}");
 }

@@ -19,7 +19,8 @@ pub fn render(d: &Diagnosis, m: &Machine, cards: &[Proposal]) -> String {
     let mut out = String::new();
     let causes = d.causes();
     let stalls: u64 = causes.iter().map(|(_, t)| t.count).sum();
-    let ms: f64 = causes.iter().map(|(_, t)| t.ms).sum();
+    // + 0.0: an empty sum is -0.0, which would print as "-0.00 s".
+    let ms: f64 = causes.iter().map(|(_, t)| t.ms).sum::<f64>() + 0.0;
     let _ = writeln!(
         out,
         "{}",
