@@ -52,7 +52,10 @@ Exit codes: 0 ok, 1 runtime error, 2 bad input.";
 /// `watch --help`: the dashboard's keys, from the one key table.
 fn dashboard_keys() -> String {
     let mut s = String::from("Keys:\n");
-    for d in crate::tui::keys::KEYS {
+    for d in crate::tui::keys::KEYS
+        .iter()
+        .filter(|d| !d.label.is_empty())
+    {
         s.push_str(&format!("  {:<11} {}\n", d.label, d.help));
     }
     s.push_str("\nExamples:\n  stallscope watch --target /mnt/xfs --target /mnt/ext4\n  sudo stallscope watch --observe-name postgres");
@@ -140,6 +143,22 @@ pub struct CompareArgs {
     #[arg(long)]
     pub no_drain: bool,
 }
+
+const ADVISE_EXAMPLES: &str = "Examples:
+  stallscope run --target /data --record run.jsonl --duration 2m
+  stallscope advise run.jsonl
+      the cards, by cause; each says what to write where, e.g.
+      echo 33554432 > /sys/class/bdi/8:0/max_bytes
+  stallscope advise run.jsonl --format json | jq '.proposals[] | select(.gate == null) | .treatment'
+      what each card that applies here writes: sysctls, sysfs files (a device's
+      max_bytes with its strict_limit), mount options, the run's own options
+  sudo stallscope run --observe-name postgres --record pg.jsonl --duration 60s
+  stallscope advise pg.jsonl
+      PostgreSQL's own settings come as `direction`: the lab runs our writers, not it
+
+Advice is only as good as the diagnosis: record as root, so tracing says why
+each stall happened. Nothing is changed on this machine. Exit codes: 0 ok,
+1 runtime error, 2 bad input (a missing or unreadable recording).";
 
 const LAB_UP_EXAMPLES: &str = "Examples:
   sudo stallscope lab up
@@ -334,6 +353,28 @@ pub enum Command {
         /// Only intervals ending at or before this time.
         #[arg(long, value_name = "T", allow_hyphen_values = true)]
         to: Option<Dur>,
+    },
+    /// Propose changes that should remove a recording's stalls, cause by cause, as cards.
+    ///
+    /// Each card is one change (a device's dirty limit, a dirty sysctl, a
+    /// mount option, the write path, a server's own setting) with its
+    /// scope (the application, this mount, this device, global), its
+    /// trade-off in one line, a source (the kernel's documentation, the
+    /// application's docs), the exact value to write and how, and a
+    /// fidelity tag: `direction` (the lab can show which way it moves the
+    /// stalls, not by how much) or `not-testable` (only the real hardware
+    /// can tell). Causes come largest stall time first; within a cause a
+    /// narrower scope comes first, and a global sysctl says what else it
+    /// changes. Knobs are checked on this machine: one that is missing, or
+    /// a kernel too old for it (a device's max_bytes needs Linux 6.2), is
+    /// still shown, marked `not here` with the reason.
+    #[command(after_help = ADVISE_EXAMPLES)]
+    Advise {
+        /// A file written by --record (plain, .gz, or .zst), or what `run --format jsonl` printed.
+        recording: PathBuf,
+        /// text: cards grouped by cause, 80 columns; json: {"proposals":[…]} for scripts.
+        #[arg(long, value_enum, default_value_t = crate::cmd::advise::Format::Text)]
+        format: crate::cmd::advise::Format,
     },
     /// Run the same workload on each target x mode (x threads) in turn and print a side-by-side table.
     Compare(CompareArgs),

@@ -40,6 +40,9 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             from,
             to,
         }) => stallscope::cmd::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
+        Some(Command::Advise { recording, format }) => {
+            stallscope::cmd::advise::cmd::run(&recording, format)
+        }
         Some(Command::Compare(a)) => compare(config, a, &stop),
         Some(Command::Lab(cmd)) => lab(cmd, &stop),
         Some(Command::Probe { targets }) => probe(&targets),

@@ -25,6 +25,8 @@ pub enum Action {
     ToggleHelp,
     /// The wake-up chains of the latest stalls, hop by hop.
     ToggleChains,
+    /// The advice panel: changes for the stalls so far (`advise`'s cards).
+    ToggleAdvice,
     /// Esc outside the prompt: closes the help overlay.
     Dismiss,
     PromptChar(char),
@@ -128,17 +130,12 @@ pub const KEYS: &[KeyDef] = &[
         Action::FewerThreads,
     ),
     def(
-        "[",
-        "narrower time window",
+        "[ ]",
+        "narrower / wider time window",
         &[Key::Char('[')],
         Action::NarrowerWindow,
     ),
-    def(
-        "]",
-        "wider time window",
-        &[Key::Char(']')],
-        Action::WiderWindow,
-    ),
+    def("", "", &[Key::Char(']')], Action::WiderWindow),
     def(
         "r",
         "recording on / off",
@@ -162,6 +159,12 @@ pub const KEYS: &[KeyDef] = &[
         "wake-up chains of the latest stalls",
         &[Key::Char('w')],
         Action::ToggleChains,
+    ),
+    def(
+        "A",
+        "advice: changes for the stalls so far",
+        &[Key::Char('A')],
+        Action::ToggleAdvice,
     ),
     def("?", "this help", &[Key::Char('?')], Action::ToggleHelp),
     def("Esc", "close help / prompt", &[Key::Esc], Action::Dismiss),
@@ -226,6 +229,7 @@ pub fn view_keys() -> impl Iterator<Item = &'static KeyDef> {
                 | Action::WiderWindow
                 | Action::ToggleCompare
                 | Action::ToggleChains
+                | Action::ToggleAdvice
                 | Action::ToggleHelp
                 | Action::Dismiss
         )
@@ -379,6 +383,7 @@ mod tests {
         assert_eq!(r(' '), Some(Action::PlayPause));
         assert_eq!(r('>'), Some(Action::Faster));
         assert_eq!(r('<'), Some(Action::Slower));
+        assert_eq!(r('A'), Some(Action::ToggleAdvice));
         assert_eq!(r('.'), Some(Action::Step));
         assert_eq!(r('n'), Some(Action::NextStall));
         assert_eq!(r('N'), Some(Action::PrevStall));
@@ -409,6 +414,12 @@ mod tests {
             (KeyCode::Char('r'), none, Action::ToggleRecord),
             (KeyCode::Char('a'), none, Action::AddTarget),
             (KeyCode::Char('c'), none, Action::ToggleCompare),
+            (
+                KeyCode::Char('A'),
+                KeyModifiers::SHIFT,
+                Action::ToggleAdvice,
+            ),
+            (KeyCode::Char('a'), none, Action::AddTarget),
             (KeyCode::Char('?'), KeyModifiers::SHIFT, Action::ToggleHelp),
             (KeyCode::Esc, none, Action::Dismiss),
         ];

@@ -116,7 +116,15 @@ fn replay_app(rec: &Recording, opts: &UiOptions) -> App {
         ascii: opts.ascii,
         color: opts.color,
     };
+    let h = &rec.header;
+    let mut env = crate::tui::app::AdviceEnv::probe(&Default::default(), &h.targets);
+    // The stalls happened there and then; the knobs are checked here.
+    env.kernel = h.kernel.clone();
+    env.host = h.host.clone();
+    env.vm = h.vm;
+    env.commit_interval_s = (!rec.printed).then_some(h.config.commit_interval.0.as_secs_f64());
     let mut app = App::new(header, rec.header.targets.clone(), opts.window_s, style);
+    app.set_advice_env(env);
     app.observe(&rec.header.observed);
     if let Some(note) = rec.damage_note() {
         app.on_notice(Notice::WorkerError(note));

@@ -151,7 +151,10 @@ pub fn run_dashboard(
         ascii: opts.ascii,
         color: opts.color,
     };
+    let mut env = crate::tui::app::AdviceEnv::probe(&Default::default(), &metas);
+    env.commit_interval_s = Some(cfg.commit_interval.0.as_secs_f64());
     let mut app = App::new(header, metas, opts.window_s, style);
+    app.set_advice_env(env);
     app.observe(session.watched());
     for n in notes.into_iter().filter(|n| *n != session.support_line) {
         app.note(n);

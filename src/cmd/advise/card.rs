@@ -44,6 +44,10 @@ pub struct Proposal {
     pub source: String,
     /// The cause it addresses (`dirty_throttle`, `sync`, …).
     pub cause: String,
+    /// Whose stalls it is for ("mmap writers on /mnt/ext4 (ext4, 7:0)",
+    /// "postgres (pid 42)"), when the catalog knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     /// Why it does not apply here, when it does not (kernel too old, knob
     /// absent); such a card is still shown, marked.
     #[serde(default, skip_serializing_if = "Option::is_none")]

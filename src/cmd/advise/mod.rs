@@ -3,10 +3,28 @@
 //! version gate and fidelity, and (`--try`) a verdict from lab trials.
 //!
 //! The shape: `card` (what one proposal is), `treatment` (what a trial
-//! applies, as a person would by hand), `outcome` (what a trial found).
-//! The catalog of proposals per cause, the outputs and the trial engine
-//! build on these three.
+//! applies, as a person would by hand), `outcome` (what a trial found);
+//! `diagnosis` (who stalled on what, from a recording or the dashboard),
+//! `machine` (which knobs this machine has), `catalog` (pure: diagnosis
+//! and machine → ranked cards), the outputs `text` and `json`, and `cmd`
+//! the command's entry.
 
 pub mod card;
+pub mod catalog;
+pub mod cmd;
+pub mod diagnosis;
+pub mod json;
+pub mod machine;
 pub mod outcome;
+pub mod text;
 pub mod treatment;
+
+/// `advise --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[cfg(test)]
+mod tests;

@@ -14,7 +14,11 @@
 //!   file), `interval_s`, `page_kib`, `targets` (each `path`, `fs`,
 //!   `device`, `mount_options`), `tracing` (null when on, else why not),
 //!   `proc_start` (the first raw kernel sample, see `kernel`), `observed`
-//!   (observe mode: each watched `pid` and `comm`; absent otherwise).
+//!   (observe mode: each watched `pid` and `comm`; absent otherwise), `vm`
+//!   (the `/proc/sys/vm/dirty_*` sysctls at the start: `dirty_ratio`,
+//!   `dirty_bytes`, `dirty_background_ratio`, `dirty_background_bytes`,
+//!   `dirty_expire_centisecs`, `dirty_writeback_centisecs`; absent in
+//!   files of builds before 2026-12-05).
 //! * `kernel`, one per interval, before its `interval` lines: `index`,
 //!   `t_s` (end of the interval, s since start), `proc` — raw counters:
 //!   `mem{dirty_kib, writeback_kib}`, `vm{nr_dirty, nr_writeback,
@@ -108,6 +112,10 @@ pub struct Header {
     /// Observe mode: the processes watched (absent in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observed: Vec<crate::model::observed::Watched>,
+    /// The dirty sysctls (`/proc/sys/vm/dirty_*`) at the start (absent in
+    /// older files): what `advise` proposes changes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<crate::source::proc::DirtySysctls>,
 }
 
 impl Header {
@@ -139,6 +147,8 @@ impl Header {
             observed: Vec::new(),
             tracing,
             proc_start,
+            vm: crate::source::proc::read_dirty_sysctls(&crate::source::proc::ProcRoot::default())
+                .ok(),
         }
     }
 

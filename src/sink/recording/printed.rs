@@ -192,6 +192,7 @@ pub(super) fn read(first: Value, r: &mut dyn BufRead) -> Recording {
         tracing: None,
         proc_start: None,
         observed: Vec::new(),
+        vm: None,
     };
     let mut m = Mapper {
         b: Builder::new(header),

@@ -5,8 +5,10 @@
 use crate::base::units::kib_to_mib;
 use crate::config::{Mode, SyncPolicy};
 use crate::model::cause::Cause;
-use crate::model::snapshot::{LatSummary, ObservedInterval, Snapshot, TargetInterval, TargetMeta};
-use std::collections::VecDeque;
+use crate::model::snapshot::{
+    CauseTotal, LatSummary, ObservedInterval, Snapshot, TargetInterval, TargetMeta,
+};
+use std::collections::{BTreeMap, VecDeque};
 
 /// What the header shows about the run. `mode`, `threads` and `active`
 /// follow the key actions at once and the snapshots when they change.
@@ -62,6 +64,8 @@ pub struct Point {
     pub pause_ms_per_s: Option<f64>,
     pub psi_full_pct: Option<f64>,
     pub util_pct: Option<f64>,
+    /// The target's device's write rate, MiB/s (writeback's pace).
+    pub dev_mib_per_s: Option<f64>,
     /// An observed process, not our writers: no ops, `mib_per_s` is its
     /// write_bytes rate and `max_ms` its longest D-state stall.
     pub observed: bool,
@@ -104,6 +108,7 @@ impl Point {
             pause_ms_per_s: ti.bdp.and_then(|b| per_s(b.pause_ms)),
             psi_full_pct: k.and_then(|k| k.psi_io_full_pct),
             util_pct: dev.map(|d| d.util_pct),
+            dev_mib_per_s: dev.map(|d| d.write_mib_per_s),
             observed: false,
             failed: ti.failed,
             stalls_so_far: 0,
@@ -136,6 +141,7 @@ impl Point {
             pause_ms_per_s: o.bdp.and_then(|b| per_s(b.pause_ms)),
             psi_full_pct: k.and_then(|k| k.psi_io_full_pct),
             util_pct: None,
+            dev_mib_per_s: None,
             observed: true,
             failed: false,
             stalls_so_far: 0,
@@ -185,6 +191,11 @@ pub struct TargetView {
     pub stall_marks: VecDeque<StallMark>,
     /// Stalls seen on this target over the whole run.
     pub stalls: u64,
+    /// Their time and count by cause (`cause_totals`), and the bytes
+    /// written (None for a process whose /proc/PID/io is unreadable): what
+    /// the advice panel diagnoses.
+    pub by_cause: BTreeMap<Cause, CauseTotal>,
+    pub bytes: Option<u64>,
 }
 
 impl TargetView {
@@ -194,6 +205,8 @@ impl TargetView {
             points: VecDeque::new(),
             stall_marks: VecDeque::new(),
             stalls: 0,
+            by_cause: BTreeMap::new(),
+            bytes: Some(0),
         }
     }
 

@@ -31,7 +31,9 @@ const MAX_PROMPT: usize = 4096;
 /// Controls awaiting the runner's answer; more means it stopped answering.
 const MAX_PENDING: usize = 64;
 
+mod advice;
 mod history;
+pub use advice::AdviceEnv;
 pub use history::*;
 
 /// What the last snapshot said the writers were doing.
@@ -58,6 +60,9 @@ pub struct App {
     help: bool,
     /// The wake-up chains popup (`w`).
     chains: bool,
+    /// The advice panel (`A`), and what it checks its cards against.
+    advice: bool,
+    advice_env: AdviceEnv,
     compare: bool,
     prompt: Option<String>,
     /// Newest first.
@@ -96,6 +101,8 @@ impl App {
             paused: false,
             help: false,
             chains: false,
+            advice: false,
+            advice_env: AdviceEnv::default(),
             compare: false,
             prompt: None,
             stalls: VecDeque::new(),
@@ -170,6 +177,8 @@ impl App {
         self.latest_t = self.latest_t.max(s.t_s);
         for ti in &s.targets {
             self.ensure_target(ti.target);
+            let tv = &mut self.targets[ti.target];
+            tv.bytes = tv.bytes.map(|b| b + ti.bytes);
             push_bounded(
                 &mut self.targets[ti.target].points,
                 Point::of(s, ti),
@@ -196,6 +205,11 @@ impl App {
             }
             let Some(i) = self.observed_view(o.pid) else {
                 continue;
+            };
+            let tv = &mut self.targets[i];
+            tv.bytes = match (tv.bytes, o.write_bytes) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
             };
             let longest = s
                 .stalls
@@ -309,6 +323,9 @@ impl App {
     }
     pub fn chains_open(&self) -> bool {
         self.chains
+    }
+    pub fn advice_open(&self) -> bool {
+        self.advice
     }
     pub fn comparing(&self) -> bool {
         self.compare && self.targets.len() >= 2
@@ -452,9 +469,11 @@ impl App {
             Action::ToggleCompare => self.compare = !self.compare,
             Action::ToggleHelp => self.help = !self.help,
             Action::ToggleChains => self.chains = !self.chains,
+            Action::ToggleAdvice => self.advice = !self.advice,
             Action::Dismiss => {
                 self.help = false;
                 self.chains = false;
+                self.advice = false;
                 self.prompt = None;
             }
             Action::AddTarget if !self.observed.is_empty() => self.message(
@@ -593,6 +612,10 @@ impl App {
         self.ensure_target(view);
         let tv = &mut self.targets[view];
         tv.stalls += 1;
+        crate::model::snapshot::merge_causes(
+            &mut tv.by_cause,
+            &crate::model::snapshot::cause_totals([st]),
+        );
         let t = st.ev.start_ns as f64 / 1e9;
         let mark = StallMark {
             t_s: t,

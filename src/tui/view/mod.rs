@@ -5,7 +5,8 @@
 //! Split by screen region: `header` (state, workload, figures, banner),
 //! `charts` (the chart column, its lane and time axis, and the pure
 //! scaling and folding of points into columns), `stalls` (the list),
-//! `overlays` (status line, help, prompt), `theme` (glyphs and colours),
+//! `overlays` (status line, help, prompt), `advice` (the advice panel,
+//! `A`: `advise`'s cards for the stalls so far), `theme` (glyphs and colours),
 //! `fit` (a line of fields into a width: what matters least gives way,
 //! what is cut is marked) and `cells` (bounds-checked writes and number
 //! formats).
@@ -25,6 +26,7 @@ use ratatui::widgets::canvas::{Canvas, Line as CLine, Points};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 use ratatui::Frame;
 
+mod advice;
 mod cells;
 mod charts;
 mod fit;
@@ -35,6 +37,7 @@ mod stalls;
 mod tests;
 mod theme;
 
+use advice::*;
 use cells::*;
 use charts::*;
 use fit::*;
@@ -109,6 +112,9 @@ fn draw_screen(f: &mut Frame, app: &App) {
     draw_status(buf, status, app, &th);
     if app.chains_open() {
         draw_chains(buf, area, app, &th);
+    }
+    if app.advice_open() {
+        draw_advice(buf, area, app, &th);
     }
     if app.help_open() {
         draw_help(buf, area, app.header().replay, &th);

@@ -97,7 +97,7 @@ pub(super) fn draw_help(buf: &mut Buffer, area: Rect, replay: bool, th: &Theme) 
         lines.push(Line::styled(" the view:", th.dim()));
         lines.extend(view_keys().filter(labelled).map(row));
     } else {
-        lines.extend(KEYS.iter().map(row));
+        lines.extend(KEYS.iter().filter(labelled).map(row));
         lines.push(Line::raw(""));
         lines.push(Line::styled(" at the add-target prompt:", th.dim()));
         lines.extend(PROMPT_KEYS.iter().map(row));

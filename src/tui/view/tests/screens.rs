@@ -46,7 +46,32 @@ fn app(style: Style, replay: bool) -> App {
     if replay {
         app.set_replay_status("paused 8\u{d7} 40/200 s".into());
     }
+    app.set_advice_env(advice_env());
     app
+}
+
+/// A machine on Linux 6.8 with loop0's bdi knobs.
+fn advice_env() -> crate::tui::app::AdviceEnv {
+    let mut machine = crate::cmd::advise::machine::Machine {
+        kernel: "6.8.0".into(),
+        host: "lab".into(),
+        probed: true,
+        ..Default::default()
+    };
+    for k in [
+        "/proc/sys/vm/dirty_bytes",
+        "/proc/sys/vm/dirty_background_bytes",
+        "/sys/class/bdi/7:0/max_bytes",
+        "/sys/class/bdi/7:0/strict_limit",
+    ] {
+        machine.knobs.insert(k.into(), "0".into());
+    }
+    crate::tui::app::AdviceEnv {
+        kernel: "6.8.0".into(),
+        host: "lab".into(),
+        machine,
+        ..Default::default()
+    }
 }
 
 /// The screens keys reach, by name.
@@ -68,6 +93,7 @@ fn screens(style: Style) -> Vec<(&'static str, App)> {
         ("compare", with(false, &[Action::ToggleCompare])),
         ("help", with(false, &[Action::ToggleHelp])),
         ("chains", with(false, &[Action::ToggleChains])),
+        ("advice", with(false, &[Action::ToggleAdvice])),
         ("add target", with(false, &[Action::AddTarget])),
         (
             "frozen",
@@ -137,7 +163,7 @@ fn every_screen_at_80x24_in_ascii_without_colour_reads_whole() {
         let wide_header = [&wide[..4], &wide[22..28], &wide[46..]].concat();
         let cut = cut_words(&header, &wide_header);
         assert!(cut.is_empty(), "{name}: cut words {cut:?}\n{screen}");
-        if name.contains("help") || name == "chains" {
+        if name.contains("help") || name == "chains" || name == "advice" {
             continue;
         }
         // Not hidden by a popup: the words themselves, whole.
@@ -313,4 +339,83 @@ fn ascii_draws_data_in_ascii_too() {
     let b = term.backend().buffer();
     assert!(b.content().iter().all(|c| c.symbol().is_ascii()));
     assert!(text(b, 23).starts_with("caf? -> d?j?"), "{}", text(b, 23));
+}
+
+/// `A` opens the advice panel: at 80×24 in ASCII it shows the causes with
+/// their stall time, whole cards (change, fidelity and scope, what to
+/// write, the trade-off) and counts the cards that did not fit.
+#[test]
+fn the_advice_panel_fits_80x24() {
+    let style = Style {
+        ascii: true,
+        color: false,
+    };
+    let mut app = app(style, true);
+    app.on_action(Action::ToggleAdvice);
+    let r = rows(&render(&app, 80, 24));
+    let screen = r.join("\n");
+    assert!(
+        r[1].contains("advice for the stalls so far (A closes)"),
+        "{screen}"
+    );
+    // Sync (67 x 150 ms and the chained wait) first: the most stall time.
+    assert!(r[3].contains("| sync: 12.35 s in 68 stalls"), "{screen}");
+    assert!(
+        r[4].contains(" 1. --sync periodic:10s -> periodic:1s"),
+        "{screen}"
+    );
+    assert!(
+        r.iter()
+            .any(|l| l.contains("rerun with --sync periodic:1s")),
+        "{screen}"
+    );
+    // The observed RocksDB's own knobs: direction, written as in its options.
+    assert!(
+        r.iter()
+            .any(|l| l.contains("direction, the application, for db_bench (pid 3389)")),
+        "{screen}"
+    );
+    assert!(
+        r.iter().any(|l| l.contains("wal_bytes_per_sync = 1048576")),
+        "{screen}"
+    );
+    let more = r
+        .iter()
+        .find(|l| l.contains(" more: `stallscope advise RECORDING`"));
+    let n: usize = more
+        .and_then(|l| l.split("+ ").nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert_eq!(n + 4, app.advice().len(), "shown and counted add up");
+    assert!(
+        !screen.contains("not here"),
+        "the env has the knobs: {screen}"
+    );
+    // Every card shown is whole: four rows after its number.
+    let numbered: Vec<usize> = r
+        .iter()
+        .enumerate()
+        .take(21)
+        .filter(|(_, l)| {
+            l.get(2..)
+                .unwrap_or_default()
+                .trim_start()
+                .split('.')
+                .next()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(numbered.len() >= 3, "{screen}");
+    for i in numbered {
+        assert!(
+            r[i + 3][1..].starts_with("|    ") && r[i + 3].trim_end().len() > 10,
+            "{screen}"
+        );
+    }
+    app.on_action(Action::Dismiss);
+    assert!(!all(&render(&app, 80, 24)).contains("advice for the stalls"));
+    // Nothing stalled yet: it says so.
+    let mut empty = App::new(header(), vec![lab(EXT4, "ext4", "loop0")], 120, style);
+    empty.on_action(Action::ToggleAdvice);
+    assert!(all(&render(&empty, 80, 24)).contains("no stalls so far: nothing to advise"));
 }

@@ -1,0 +1,69 @@
+//! The cards as JSON: `{"proposals":[…]}`, each with the fields in
+//! its order (`change`, `knob`, `from`, `to`, `scope`, `fidelity`,
+//! `tradeoff`, `source`, `verdict`, `before`, `after`, `interval`; the
+//! last four null until a trial), then `cause`, `subject`, `gate` (null
+//! when it applies here) and `treatment` (every setting to write, null for
+//! a server's own knob), so a script can apply a card by hand.
+
+use super::card::{Fidelity, Proposal, Scope};
+use super::outcome::{Figures, Verdict};
+use super::treatment::Treatment;
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct Card<'a> {
+    change: &'a str,
+    knob: &'a str,
+    from: Option<&'a str>,
+    to: &'a str,
+    scope: Scope,
+    fidelity: Fidelity,
+    tradeoff: &'a str,
+    source: &'a str,
+    verdict: Option<Verdict>,
+    before: Option<&'a Figures>,
+    after: Option<&'a Figures>,
+    interval: Option<[f64; 2]>,
+    cause: &'a str,
+    subject: Option<&'a str>,
+    gate: Option<&'a str>,
+    treatment: Option<&'a Treatment>,
+}
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    proposals: Vec<Card<'a>>,
+}
+
+/// One JSON document, pretty-printed, with a newline at the end.
+pub fn render(cards: &[Proposal]) -> String {
+    let doc = Doc {
+        proposals: cards
+            .iter()
+            .map(|c| {
+                let o = c.outcome.as_ref();
+                Card {
+                    change: &c.change,
+                    knob: &c.knob,
+                    from: c.from.as_deref(),
+                    to: &c.to,
+                    scope: c.scope,
+                    fidelity: c.fidelity,
+                    tradeoff: &c.tradeoff,
+                    source: &c.source,
+                    verdict: o.map(|o| o.verdict),
+                    before: o.map(|o| &o.before),
+                    after: o.map(|o| &o.after),
+                    interval: o.map(|o| [o.interval.0, o.interval.1]),
+                    cause: &c.cause,
+                    subject: c.subject.as_deref(),
+                    gate: c.gate.as_deref(),
+                    treatment: c.treatment.as_ref(),
+                }
+            })
+            .collect(),
+    };
+    let mut s = serde_json::to_string_pretty(&doc).expect("cards serialize");
+    s.push('\n');
+    s
+}
