@@ -10,3 +10,4 @@
 pub mod card;
 pub mod outcome;
 pub mod treatment;
+pub mod trial;
