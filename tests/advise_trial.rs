@@ -188,12 +188,16 @@ fn in_a_b_run(lab: &Lab) -> Child {
     }
 }
 
-fn lab_down(lab: &Lab) -> Output {
-    bin()
+/// `lab down`, and the machine is as it was before `lab up`.
+fn down_and_as_before(lab: &Lab) {
+    let out: Output = bin()
         .args(["lab", "down", "--dir"])
         .arg(&lab.dir)
         .output()
-        .unwrap()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(system_state(), lab.before, "the machine as it was");
 }
 
 #[test]
@@ -210,14 +214,8 @@ fn a_trial_killed_mid_run_is_put_back_by_lab_down() {
         "1",
         "SIGKILL: nothing could put it back"
     );
-    let out = lab_down(&lab);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_ne!(lab_bg, "16777216");
-    assert_eq!(system_state(), lab.before, "the machine as it was");
+    assert_ne!(lab_bg, "16777216", "the trial's value is not the lab's");
+    down_and_as_before(&lab);
 }
 
 #[test]
@@ -237,13 +235,7 @@ fn a_terminated_trial_puts_back_what_it_changed_itself() {
     assert_eq!(background(), lab_bg, "the lab's own limit, not the trial's");
     let st = std::fs::read_to_string(lab.dir.join("state.json")).unwrap();
     assert!(!st.contains("\"trial\""), "no trial step left: {st}");
-    let out = lab_down(&lab);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(system_state(), lab.before, "the machine as it was");
+    down_and_as_before(&lab);
 }
 
 /// The placebo: a knob set to the value it has. One trial here (the
@@ -266,11 +258,5 @@ fn a_placebo_trial_says_no_change_and_leaves_the_machine_as_it_was() {
     assert_eq!(o["before"]["open_loop"], true);
     let recipe = o["recipe"].as_str().unwrap();
     assert!(recipe.contains(&format!("sysctl -w {same}")), "{recipe}");
-    let out = lab_down(&lab);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(system_state(), lab.before, "the machine as it was");
+    down_and_as_before(&lab);
 }
