@@ -378,6 +378,18 @@ pub enum Command {
     },
     /// Run the same workload on each target x mode (x threads) in turn and print a side-by-side table.
     Compare(CompareArgs),
+    /// Try one change in the lab (root, after `lab up`): an A/A pair, then interleaved A/B pairs of the workload, and a verdict.
+    ///
+    /// The workload's `run` options go after `--`; its target and
+    /// duration are the trial's. B runs with the settings applied (each
+    /// recorded in the lab's state first, put back after every B run and
+    /// on Ctrl-C, SIGTERM or a panic; `lab down` puts back a killed
+    /// trial's). Prints the verdict (improved, no_change, worse: the
+    /// median of the pairs' ln(B/A), its bootstrap 95 % interval, the A/A
+    /// noise band), both sides' figures and a recipe to redo it by hand.
+    /// `advise --try` runs the same engine.
+    #[command(after_help = TRIAL_EXAMPLES)]
+    Trial(TrialArgs),
     /// Build, inspect or tear down loop-backed test filesystems with a write cap (root).
     #[command(subcommand)]
     Lab(LabCommand),
@@ -409,6 +421,111 @@ pub enum Command {
     /// Print the man page (roff) on stdout.
     #[command(after_help = MAN_EXAMPLES)]
     Man,
+}
+
+const TRIAL_EXAMPLES: &str = "Examples:
+  stallscope lab up --fs ext4 --cap 20MiB --dirty-bytes 1GiB
+  stallscope trial --setting /sys/class/bdi/{bdi}/max_bytes=33554432 \\
+      --setting /sys/class/bdi/{bdi}/strict_limit=1 --run-secs 30 -- \\
+      --mode buffered --threads 1 --record-size 64KiB --sync every:1600 --rate 240
+  stallscope trial --setting vm.dirty_background_bytes=16777216 --format json -- --mode buffered
+  ({bdi} is the lab device's major:minor.)";
+
+/// `stallscope trial`.
+#[derive(Args, Debug, Clone)]
+pub struct TrialArgs {
+    /// KNOB=VALUE for B: a sysctl (vm.dirty_background_bytes=16777216) or a sysfs file (/sys/class/bdi/{bdi}/max_bytes=33554432); repeat, applied in order.
+    #[arg(long = "setting", value_name = "KNOB=VALUE", value_parser = parse_setting)]
+    pub settings: Vec<crate::cmd::advise::treatment::Setting>,
+    /// For B, remount the lab's filesystem with this option added (e.g. commit=1); repeat.
+    #[arg(long = "mount-option", value_name = "OPT")]
+    pub mount_options: Vec<String>,
+    /// For B, these `run` options added to the workload's (one string, e.g. "--mode direct").
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub run_args: Option<String>,
+    /// A/B pairs after the A/A pair (at least 6).
+    #[arg(long, default_value_t = crate::cmd::advise::trial::DEFAULT_PAIRS)]
+    pub pairs: usize,
+    /// Each run's length (e.g. 30, 2m) [default: the dirty setpoint reached 3 times, at least 10 000 ops].
+    #[arg(long, value_name = "DUR")]
+    pub run_secs: Option<Dur>,
+    /// What the verdict is decided on: stall (stall time per GiB), p999, max (longest stall).
+    #[arg(long, value_enum, default_value = "stall")]
+    pub measure: TrialMeasure,
+    /// The DIR given to lab up.
+    #[arg(long, value_name = "DIR", default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
+    pub lab_dir: PathBuf,
+    /// Which of the lab's filesystems [default: its first].
+    #[arg(long, value_name = "DIR")]
+    pub target: Option<PathBuf>,
+    /// Output: text, or the outcome as JSON.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TrialFormat,
+    /// Do not sync and wait for dirty data to drain before each run.
+    #[arg(long)]
+    pub no_drain: bool,
+    /// The workload: `stallscope run` options.
+    #[arg(last = true, value_name = "RUN OPTIONS")]
+    pub workload: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrialMeasure {
+    Stall,
+    P999,
+    Max,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrialFormat {
+    Text,
+    Json,
+}
+
+/// `KNOB=VALUE`: a path (starting with `/`) is a sysfs file, else a sysctl.
+pub fn parse_setting(s: &str) -> Result<crate::cmd::advise::treatment::Setting, String> {
+    use crate::cmd::advise::treatment::Setting;
+    let (k, v) = s
+        .split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| format!("'{s}' is not KNOB=VALUE"))?;
+    Ok(if k.starts_with('/') {
+        Setting::Sysfs {
+            path: k.into(),
+            value: v.to_string(),
+        }
+    } else {
+        Setting::Sysctl {
+            name: k.to_string(),
+            value: v.to_string(),
+        }
+    })
+}
+
+/// `run` options parsed as `stallscope run` parses them.
+pub fn run_args(args: &[String]) -> Result<WorkloadArgs, crate::base::error::UsageError> {
+    let argv = ["stallscope", "run"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command: Some(Command::Run(w)),
+            ..
+        }) => Ok(w),
+        Ok(_) => Err(crate::base::error::UsageError::new("not run options")),
+        Err(e) => Err(crate::base::error::UsageError::new(format!(
+            "the workload's run options: {}",
+            e.render().to_string().lines().next().unwrap_or_default()
+        ))),
+    }
+}
+
+/// `cfg` with `args` (run options) over it: what a trial's B runs.
+pub fn with_run_args(cfg: &Config, args: &[String]) -> anyhow::Result<Config> {
+    let mut c = cfg.clone();
+    run_args(args)?.apply(&mut c);
+    Ok(c)
 }
 
 const COMPLETIONS_EXAMPLES: &str = "Install:
@@ -817,6 +934,51 @@ mod tests {
         assert!(layered(None, &w).unwrap_err().0.contains("--record-size 0"));
         let w = workload(parse(&["run", "--record-size", "64MiB"]).unwrap());
         assert!(layered(None, &w).unwrap_err().0.contains("segment"));
+    }
+
+    #[test]
+    fn trial_settings_and_run_options_parse() {
+        use crate::cmd::advise::treatment::Setting;
+        assert_eq!(
+            parse_setting("vm.dirty_background_bytes=16777216").unwrap(),
+            Setting::Sysctl {
+                name: "vm.dirty_background_bytes".into(),
+                value: "16777216".into()
+            }
+        );
+        assert_eq!(
+            parse_setting("/sys/class/bdi/{bdi}/strict_limit=1").unwrap(),
+            Setting::Sysfs {
+                path: "/sys/class/bdi/{bdi}/strict_limit".into(),
+                value: "1".into()
+            }
+        );
+        assert!(parse_setting("vm.x").is_err());
+        assert!(parse_setting("=1").is_err());
+        let cli = parse(&[
+            "trial",
+            "--setting",
+            "vm.a=1",
+            "--pairs",
+            "6",
+            "--",
+            "--mode",
+            "buffered",
+            "--rate",
+            "200",
+        ])
+        .unwrap();
+        let Some(Command::Trial(t)) = cli.command else {
+            panic!("not trial")
+        };
+        assert_eq!(t.pairs, 6);
+        assert_eq!(t.workload, ["--mode", "buffered", "--rate", "200"]);
+        let base = Config::default();
+        let c = with_run_args(&base, &t.workload).unwrap();
+        assert_eq!((c.mode, c.rate), (Mode::Buffered, 200));
+        assert_eq!(c.threads, base.threads, "untouched");
+        let e = run_args(&["--threads".into(), "x".into()]).unwrap_err();
+        assert!(e.to_string().contains("run options"), "{e}");
     }
 
     #[test]

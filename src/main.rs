@@ -45,6 +45,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Compare(a)) => compare(config, a, &stop),
         Some(Command::Lab(cmd)) => lab(cmd, &stop),
+        Some(Command::Trial(a)) => trial(config, &a, &stop),
         Some(Command::Probe { targets }) => probe(&targets),
         Some(Command::Watch { workload, ui }) => dashboard(config, &workload, &ui, stop),
         Some(Command::Completions { shell }) => Ok(stallscope::cli::write_completions(
@@ -227,5 +228,61 @@ fn compare(
     let results = run_compare(&opts, stop, &mut progress)?;
     eprintln!();
     print!("{}", render_table(&results));
+    Ok(())
+}
+
+/// `stallscope trial`: one change tried in the lab.
+fn trial(
+    config: Option<&std::path::Path>,
+    a: &stallscope::cli::TrialArgs,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    use stallscope::cli::{TrialFormat, TrialMeasure};
+    use stallscope::cmd::advise::treatment::{Setting, Treatment};
+    use stallscope::cmd::advise::trial::{self as t, Measure, TrialOptions, Workload};
+    let w = stallscope::cli::run_args(&a.workload)?;
+    let workload = Workload {
+        config: stallscope::cli::layered(config, &w)?,
+        args: a.workload.clone(),
+        with_args: Some(stallscope::cli::with_run_args),
+    };
+    let mut settings = a.settings.clone();
+    settings.extend(
+        a.mount_options
+            .iter()
+            .map(|o| Setting::MountOption { option: o.clone() }),
+    );
+    if let Some(r) = &a.run_args {
+        let args = r.split_whitespace().map(String::from).collect();
+        settings.push(Setting::RunArgs { args });
+    }
+    if settings.is_empty() {
+        return Err(stallscope::base::error::UsageError::new(
+            "trial needs a change: --setting, --mount-option or --run-args",
+        )
+        .into());
+    }
+    let o = TrialOptions {
+        lab_dir: a.lab_dir.clone(),
+        target: a.target.clone(),
+        pairs: a.pairs,
+        run_secs: a.run_secs.map(|d| d.0),
+        measure: match a.measure {
+            TrialMeasure::Stall => Measure::StallTime,
+            TrialMeasure::P999 => Measure::P999,
+            TrialMeasure::Max => Measure::MaxStall,
+        },
+        drain: !a.no_drain,
+    };
+    let mut line = t::progress::Line::default();
+    let r = t::try_proposal(&workload, &Treatment { settings }, &o, stop, &mut |s| {
+        line.show(s)
+    });
+    line.finish();
+    let outcome = r?;
+    match a.format {
+        TrialFormat::Text => print!("{}", t::show::render(&outcome)),
+        TrialFormat::Json => println!("{}", serde_json::to_string_pretty(&outcome)?),
+    }
     Ok(())
 }

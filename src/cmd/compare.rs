@@ -261,7 +261,21 @@ pub fn run_compare(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        match run_one(opts, v, total, stop, progress)? {
+        let head = format!(
+            "[{}/{total}] {} {} × {}",
+            v.n,
+            v.target.display(),
+            v.mode,
+            v.threads
+        );
+        let one = OneRun {
+            cfg: v.config(opts),
+            variant: v,
+            each: opts.each,
+            record: opts.record.as_ref().map(|f| record_path(f, &v.file_tag())),
+            head,
+        };
+        match run_one(&one, stop, progress)? {
             Some(r) => results.push(r),
             None => break,
         }
@@ -307,28 +321,66 @@ fn with_sink<R>(
     }
 }
 
+/// What one run needs: its configuration (duration set), what the table
+/// calls it, how long, where to record it and its progress line's head.
+struct OneRun<'a> {
+    cfg: Config,
+    variant: &'a Variant,
+    each: Duration,
+    record: Option<PathBuf>,
+    head: String,
+}
+
+/// One run of `cfg` on its first target for `each`, as compare runs each
+/// of its variants, for callers that plan their own runs (the advise
+/// trial). `Ok(None)`: stopped before the end; a run that cannot start is
+/// a result with its `error`.
+pub fn run_config(
+    cfg: &Config,
+    each: Duration,
+    head: &str,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<Option<RunResult>> {
+    let target = cfg
+        .targets
+        .first()
+        .cloned()
+        .unwrap_or_else(run::default_target);
+    let variant = Variant {
+        n: 1,
+        meta: crate::source::mounts::describe(&target),
+        target: target.clone(),
+        mode: cfg.mode,
+        threads: cfg.threads,
+    };
+    let one = OneRun {
+        cfg: Config {
+            targets: vec![target],
+            duration: Some(Dur(each)),
+            ..cfg.clone()
+        },
+        variant: &variant,
+        each,
+        record: None,
+        head: head.to_string(),
+    };
+    run_one(&one, stop, progress)
+}
+
 /// One run of `each`. `Ok(None)`: stopped before the end. A run that
 /// cannot start (the filesystem refuses the mode) is a failed result; an
 /// error writing the recording ends the compare.
 fn run_one(
-    opts: &CompareOptions,
-    v: &Variant,
-    total: usize,
+    one: &OneRun,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Option<RunResult>> {
-    let head = format!(
-        "[{}/{total}] {} {} × {}",
-        v.n,
-        v.target.display(),
-        v.mode,
-        v.threads
-    );
+    let (v, head, cfg) = (one.variant, &one.head, &one.cfg);
     progress(&format!("{head}: starting"));
-    let cfg = v.config(opts);
-    let started = prepare(&cfg)
+    let started = prepare(cfg)
         .map_err(anyhow::Error::from)
-        .and_then(|p| Session::start(&cfg, p, Placement::All));
+        .and_then(|p| Session::start(cfg, p, Placement::All));
     let mut s = match started {
         Ok(mut s) => {
             crate::session::print_notes(&mut s);
@@ -340,21 +392,18 @@ fn run_one(
             return Ok(Some(failed(v, why)));
         }
     };
-    let mut rec = match &opts.record {
-        Some(file) => {
-            let path = record_path(file, &v.file_tag());
-            match Recorder::create(&path, s.recording_header()) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    s.finish(None, None)?;
-                    return Err(e.into());
-                }
+    let mut rec = match &one.record {
+        Some(path) => match Recorder::create(path, s.recording_header()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                s.finish(None, None)?;
+                return Err(e.into());
             }
-        }
+        },
         None => None,
     };
     let mut col = Collect::default();
-    let end_ns = opts.each.as_nanos() as u64;
+    let end_ns = one.each.as_nanos() as u64;
     let mut told = Instant::now();
     let mut sink_err = None;
     with_sink(&mut col, rec.as_mut(), |sink| sink.begin(&s.metas()))?;
@@ -365,7 +414,7 @@ fn run_one(
         }
         if told.elapsed() >= Duration::from_secs(1) {
             told = Instant::now();
-            progress(&live_line(&head, end_ns.saturating_sub(s.now_ns()), &col));
+            progress(&live_line(head, end_ns.saturating_sub(s.now_ns()), &col));
         }
     }
     let complete = s.now_ns() >= end_ns;
@@ -381,7 +430,7 @@ fn run_one(
     if !complete {
         return Ok(None);
     }
-    let r = result_of(v, opts.each, &summary, col.snapshots);
+    let r = result_of(v, one.each, &summary, col.snapshots);
     progress(&format!(
         "{head}: done, {:.0} ops/s, {} stalls",
         r.median_ops_per_s, r.stalls
@@ -479,7 +528,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Writes dirty data back, drops the page cache when root and waits until
 /// Dirty+Writeback is small, saying what is left about once a second.
-fn drain(before: &str, stop: &AtomicBool, progress: &mut dyn FnMut(&str)) {
+pub fn drain(before: &str, stop: &AtomicBool, progress: &mut dyn FnMut(&str)) {
     let root = unsafe { libc::geteuid() } == 0;
     let caches = if root {
         ""

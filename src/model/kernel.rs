@@ -104,7 +104,7 @@ pub struct DevInterval {
 }
 
 /// The kernel's view of one interval: levels at its end, deltas over it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelInterval {
     pub dirty_kib: Option<u64>,
     pub writeback_kib: Option<u64>,

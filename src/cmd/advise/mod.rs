@@ -7,7 +7,8 @@
 //! `diagnosis` (who stalled on what, from a recording or the dashboard),
 //! `machine` (which knobs this machine has), `catalog` (pure: diagnosis
 //! and machine → ranked cards), the outputs `text` and `json`, and `cmd`
-//! the command's entry.
+//! the command's entry; `trial` (the lab trial of one change: A/A, then
+//! interleaved A/B runs, a verdict with its interval, and the recipe).
 
 pub mod card;
 pub mod catalog;
@@ -18,6 +19,7 @@ pub mod machine;
 pub mod outcome;
 pub mod text;
 pub mod treatment;
+pub mod trial;
 
 /// `advise --format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -30,6 +30,11 @@ pub struct Figures {
     /// Peak Dirty+Writeback, KiB: the data at risk.
     pub peak_dirty_kib: u64,
     pub runs: usize,
+    /// Whether p99/p99.9 count from each op's intended start (a
+    /// rate-limited workload); without a rate the writers are closed loop
+    /// and the tail is understated.
+    #[serde(default)]
+    pub open_loop: bool,
 }
 
 /// A finished trial.
@@ -38,7 +43,9 @@ pub struct Outcome {
     pub verdict: Verdict,
     /// What the verdict was decided on (`stall_ms_per_gib`, `p999_ms`).
     pub measure: String,
-    /// Median paired difference B − A of `measure`, and its 95 % interval.
+    /// Median paired difference B − A of `measure`, and its 95 % interval
+    /// (the trial's `measure` is a log ratio, `ln(B/A) of …`: −0.69 is a
+    /// halving).
     pub difference: f64,
     pub interval: (f64, f64),
     /// The A/A pair's difference: the noise band the verdict stands against.
@@ -50,4 +57,8 @@ pub struct Outcome {
     pub moved: Option<String>,
     /// The commands to rerun the trial by hand, and the revert.
     pub recipe: String,
+    /// What the figures cannot vouch for (closed-loop latency, runs with
+    /// fewer than 10 000 ops), in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }

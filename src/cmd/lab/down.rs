@@ -199,7 +199,8 @@ fn short(e: &str) -> String {
     }
 }
 
-fn undo_step(step: &Step, lazy: bool, moved: &HashMap<u32, PathBuf>) -> anyhow::Result<()> {
+/// Undoes one step (see `Step` for what each undo does).
+pub fn undo_step(step: &Step, lazy: bool, moved: &HashMap<u32, PathBuf>) -> anyhow::Result<()> {
     if let Some(r) = cap::undo_v2(step, Path::new("/proc"), moved) {
         return r;
     }
@@ -218,10 +219,29 @@ fn undo_step(step: &Step, lazy: bool, moved: &HashMap<u32, PathBuf>) -> anyhow::
             }
             let _ = std::fs::remove_dir(mount);
         }
+        Step::Sysctl { name, original } => std::fs::write(sysctl_path(name), original)?,
+        Step::Remount {
+            device,
+            mount,
+            options,
+        } if is_mountpoint(mount) => remount_afresh(device, mount, options)?,
         Step::Loop { image, device } => detach(image, device.as_deref())?,
         Step::Image { path } => remove_image(path)?,
         _ => {}
     }
+    Ok(())
+}
+
+/// `/proc/sys/vm/dirty_bytes` for `vm.dirty_bytes`.
+pub fn sysctl_path(name: &str) -> PathBuf {
+    Path::new("/proc/sys").join(name.replace('.', "/"))
+}
+
+/// Unmounts and mounts `device` again with `options`, so every option not
+/// in them is back at its default.
+fn remount_afresh(device: &str, mount: &Path, options: &str) -> anyhow::Result<()> {
+    umount(mount, false)?;
+    sh("mount", &["-o", options, device, &mount.to_string_lossy()])?;
     Ok(())
 }
 

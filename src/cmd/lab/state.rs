@@ -58,6 +58,22 @@ pub enum Step {
     /// A process moved into the lab's group (`lab exec`, `lab adopt`): its
     /// start time (so a reused pid is not moved) and the group it left.
     Moved { pid: u32, start: u64, from: PathBuf },
+    /// The steps after this one are an advise trial's (process `pid`):
+    /// undone by the trial after each run, or, when it died, by the next
+    /// trial or `lab down`. Undoing the marker itself changes nothing.
+    Trial { pid: u32 },
+    /// A sysctl (`/proc/sys/NAME` with dots as slashes) and its original
+    /// text. The vm dirty limits are recorded as `Dirty` instead: writing
+    /// one of a bytes/ratio pair zeroes the other.
+    Sysctl { name: String, original: String },
+    /// A filesystem remounted with another option; undone by mounting it
+    /// afresh with the options it had (a remount cannot unset an option
+    /// the original list leaves at its default, such as ext4's `commit=`).
+    Remount {
+        device: String,
+        mount: PathBuf,
+        options: String,
+    },
 }
 
 impl Step {
@@ -85,6 +101,11 @@ impl Step {
             } => format!("io.max on {major}:{minor} in {}", file.display()),
             Step::Moved { pid, from, .. } => {
                 format!("pid {pid} moved from cgroup {}", from.display())
+            }
+            Step::Trial { pid } => format!("an advise trial's changes (pid {pid}) from here"),
+            Step::Sysctl { name, original } => format!("sysctl {name} (was {original})"),
+            Step::Remount { mount, options, .. } => {
+                format!("remount of {} (options were {options})", mount.display())
             }
         }
     }

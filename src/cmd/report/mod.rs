@@ -280,7 +280,7 @@ fn add_stalls(seg: &mut Segment, stalls: &[&Stall]) {
 }
 
 /// The middle value (mean of the two middle ones for an even count); 0 for none.
-fn median(mut v: Vec<f64>) -> f64 {
+pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
