@@ -542,6 +542,11 @@ mod tests {
         ] {
             assert_eq!(read_stack(stack).cause, None, "{stack}");
         }
+        // Inside a sync call the time is the sync's, preempted or not (a
+        // D run's stack read just after it ended; CI saw a chained stall
+        // behind a WAL fsync called `unknown` this way).
+        let r = read_stack("preempt_schedule_common < __cond_resched < ext4_sync_file < do_fsync < __x64_sys_fsync < do_syscall_64");
+        assert_eq!((r.cause, r.wait), (Some(Cause::Sync), Some(PREEMPTED)));
         // As the only evidence of a long stall: unknown and low, never
         // `fault`/high, and the evidence says the thread was runnable.
         let c = Counters::default();

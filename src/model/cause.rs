@@ -493,9 +493,11 @@ pub fn read_stack(stack: &str) -> StackReading {
     let in_sync = syscall.as_deref().is_some_and(|c| SYNC_CALLS.contains(&c));
     let in_fault = has(&FAULT_FRAMES);
     if preempted(stack) {
-        // Runnable: no wait, so no cause (see `PREEMPT_FRAMES`).
+        // Runnable: no wait, so no cause (see `PREEMPT_FRAMES`), except
+        // inside a sync call, whose time is the sync's whatever the stack
+        // shows (a D run's stack read just after it ended is preempted).
         return StackReading {
-            cause: None,
+            cause: in_sync.then_some(Cause::Sync),
             syscall,
             wait: Some(PREEMPTED),
         };

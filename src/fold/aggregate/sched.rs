@@ -406,11 +406,69 @@ impl Aggregator {
 }
 
 /// A D run as a wait that can explain the sleeps of the threads it wakes.
+/// Inside a sync call by its entry event, the time is the sync's even
+/// when no stack names the wait (none read, or read while runnable).
 fn span_of(r: &Run) -> Span {
-    Span::d_run(
+    let mut s = Span::d_run(
         (r.pid, r.tid, &r.comm),
         r.start_ns,
         r.end_ns.unwrap_or(r.start_ns + r.blocked_ns),
         r.stack.as_deref(),
-    )
+    );
+    if let Some(call) = r.call.as_ref().map(|c| c.name.as_str().to_string()) {
+        if crate::model::cause::is_sync_call(&call) {
+            if s.cause == Cause::Unknown {
+                s.cause = Cause::Sync;
+            }
+            s.syscall.get_or_insert(call);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fold::blocks::Samples;
+    use crate::model::kernel::Comm;
+
+    fn run(call: &str, stack: Option<&str>) -> Run {
+        Run {
+            pid: 1,
+            tid: 2,
+            comm: "postgres".into(),
+            start_ns: 0,
+            end_ns: Some(120_000_000),
+            blocked_ns: 120_000_000,
+            blocks: 3,
+            stack: stack.map(str::to_string),
+            samples: Samples::default(),
+            waker: None,
+            call: Some(CallOpen {
+                name: Comm::new(call),
+                entry_ns: 0,
+                fd: None,
+                bytes: None,
+                file: None,
+            }),
+        }
+    }
+
+    /// CI saw a sleeper chained behind a WAL fsync called `unknown`: the
+    /// fsync's D runs had no stack naming a wait. Their call says sync.
+    #[test]
+    fn a_d_run_inside_a_sync_call_is_sync_without_a_telling_stack() {
+        let s = span_of(&run("fsync", None));
+        assert_eq!(
+            (s.cause, s.syscall.as_deref()),
+            (Cause::Sync, Some("fsync"))
+        );
+        let preempted = "preempt_schedule_common < __cond_resched < do_syscall_64";
+        assert_eq!(
+            span_of(&run("fdatasync", Some(preempted))).cause,
+            Cause::Sync
+        );
+        // Outside a sync call nothing is guessed.
+        assert_eq!(span_of(&run("write", None)).cause, Cause::Unknown);
+    }
 }
