@@ -1,4 +1,6 @@
 use super::*;
+use crate::model::cause::Cause;
+use crate::model::msg::{Batch, EventKind, Msg};
 use crate::model::ops::OpKind;
 
 const S: u64 = 1_000_000_000;
