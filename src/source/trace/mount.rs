@@ -2,16 +2,19 @@
 //! of ours once nothing uses it — also after the run that made it was
 //! killed.
 //!
-//! A run that mounts tracefs writes a marker file in /run holding the
-//! mount's id (mountinfo's first field). The mount is ours while the
-//! tracefs mounted at the root has that id: a marker left after someone
-//! else unmounted and mounted tracefs again names another mount and is
-//! ignored (and removed). Any stallscope process may unmount a mount of
-//! ours — the last run out, `lab down`, a run after a killed one — but
-//! only when nothing uses it: no instance under it at all (a live run's,
-//! another tool's), the top-level buffer idle (tracer `nop`, no event
-//! on), and no open file in it (a plain umount fails with EBUSY then).
-//! /run is a tmpfs, so no marker outlives a reboot.
+//! A run that mounts tracefs writes a marker file in /run: the mount's id
+//! (mountinfo's first field), then the instances the kernel already had
+//! (tracefs keeps them while unmounted; they are not ours to wait for).
+//! The mount is ours while the tracefs mounted at the root has that id: a
+//! marker left after someone else unmounted and mounted tracefs again
+//! names another mount and is ignored (and removed). Any stallscope
+//! process may unmount a mount of ours — the last run out, `lab down`, a
+//! run after a killed one — but only when nothing uses it: no instance
+//! but those it found (a live run's, another tool's made since) and no
+//! open file in it (a plain umount fails with EBUSY then). Unmounting
+//! loses nothing: instances and buffers live on in the kernel, a later
+//! mount shows them again. /run is a tmpfs, so no marker outlives a
+//! reboot.
 
 use std::ffi::CString;
 use std::fs;
@@ -44,9 +47,19 @@ fn current_mount_id(root: &Path) -> Option<u64> {
     mount_id(&text, root)
 }
 
-/// Whether the marker's text names the mount `id`.
+/// Whether the marker's text names the mount `id` (its first line).
 fn names(text: &str, id: Option<u64>) -> bool {
-    id.is_some() && text.trim().parse::<u64>().ok() == id
+    id.is_some() && text.lines().next().and_then(|l| l.trim().parse().ok()) == id
+}
+
+/// The instances under `root`, by name; None if they cannot be listed.
+fn instances(root: &Path) -> Option<Vec<String>> {
+    let dir = fs::read_dir(root.join("instances")).ok()?;
+    Some(
+        dir.flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+    )
 }
 
 /// Mounts tracefs at `root` and marks the mount as ours.
@@ -58,21 +71,23 @@ pub(super) fn mount_ours(root: &Path) -> std::io::Result<()> {
 
 fn mark(root: &Path) {
     if let Some(id) = current_mount_id(root) {
-        let _ = fs::write(marker(root), format!("{id}\n"));
+        let found = instances(root).unwrap_or_default();
+        let _ = fs::write(marker(root), marker_text(id, &found));
     }
 }
 
-/// Whether anything but stallscope's own removed instances uses the
-/// tracefs at `root`: any instance left, a tracer, an event on in the
-/// top-level buffer. A file that cannot be read counts as in use.
-fn in_use(root: &Path) -> bool {
-    let instances = fs::read_dir(root.join("instances")).map(|mut d| d.next().is_some());
-    let tracer = fs::read_to_string(root.join("current_tracer"));
-    let events = fs::read_to_string(root.join("set_event"));
-    !matches!(
-        (instances, tracer, events),
-        (Ok(false), Ok(t), Ok(e)) if t.trim() == "nop" && e.trim().is_empty()
-    )
+fn marker_text(id: u64, found: &[String]) -> String {
+    std::iter::once(id.to_string())
+        .chain(found.iter().cloned())
+        .map(|l| l + "\n")
+        .collect()
+}
+
+/// Whether anything uses the tracefs at `root` that the marker `text`
+/// did not find there: an instance made since. Unlistable counts as used.
+fn in_use(root: &Path, text: &str) -> bool {
+    let found: Vec<&str> = text.lines().skip(1).collect();
+    instances(root).is_none_or(|now| now.iter().any(|n| !found.contains(&n.as_str())))
 }
 
 /// Unmounts the tracefs at `root` if a stallscope run mounted it and
@@ -88,7 +103,7 @@ pub(super) fn unmount_if_unused(root: &Path) -> Result<bool, String> {
         let _ = fs::remove_file(&file);
         return Ok(false);
     }
-    if in_use(root) {
+    if in_use(root, &text) {
         return Ok(false);
     }
     // Marker first: a run starting now must not take our marker for one
@@ -170,23 +185,19 @@ mod tests {
     }
 
     #[test]
-    fn tracefs_is_in_use_while_anything_is_in_it() {
+    fn tracefs_is_in_use_while_an_instance_made_since_is_in_it() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
-        fs::create_dir(root.join("instances")).unwrap();
-        fs::write(root.join("current_tracer"), "nop\n").unwrap();
-        fs::write(root.join("set_event"), "").unwrap();
-        assert!(!in_use(root));
-        fs::write(root.join("set_event"), "sched:sched_switch\n").unwrap();
-        assert!(in_use(root), "an event on in the top buffer");
-        fs::write(root.join("set_event"), "").unwrap();
-        fs::write(root.join("current_tracer"), "function\n").unwrap();
-        assert!(in_use(root), "a tracer");
-        fs::write(root.join("current_tracer"), "nop\n").unwrap();
+        assert!(in_use(root, "7\n"), "unlistable counts as used");
+        fs::create_dir_all(root.join("instances/from-boot")).unwrap();
+        let text = marker_text(7, &instances(root).unwrap());
+        assert_eq!(text, "7\nfrom-boot\n");
+        assert!(names(&text, Some(7)));
+        assert!(!in_use(root, &text), "what was there before is not a user");
         fs::create_dir(root.join("instances/perf-tool")).unwrap();
-        assert!(in_use(root), "another tool's instance");
+        assert!(in_use(root, &text), "another tool's instance made since");
         fs::remove_dir(root.join("instances/perf-tool")).unwrap();
-        fs::remove_file(root.join("set_event")).unwrap();
-        assert!(in_use(root), "unreadable counts as in use");
+        fs::create_dir(root.join("instances/stallscope-42")).unwrap();
+        assert!(in_use(root, &text), "a live run's");
     }
 }
