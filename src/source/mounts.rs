@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 /// One line of mountinfo, the fields we use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
+    /// The mount's id (mountinfo's first field): which mount of the
+    /// several a mount point may have had over time.
+    pub id: u64,
     pub major: u32,
     pub minor: u32,
     pub mount_point: PathBuf,
@@ -32,6 +35,7 @@ fn parse_line(line: &str) -> Option<Mount> {
     let (maj, min) = l[2].split_once(':')?;
     let super_opts = r.get(2).copied().unwrap_or("");
     Some(Mount {
+        id: l[0].parse().ok()?,
         major: maj.parse().ok()?,
         minor: min.parse().ok()?,
         mount_point: PathBuf::from(unescape(l[4])),

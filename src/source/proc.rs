@@ -707,6 +707,7 @@ mod tests {
         let e = resolve_canonical(&root, Path::new("/proc/1")).unwrap_err();
         assert!(e.starts_with("proc has no block device"), "{e}");
         let btrfs = Mount {
+            id: 1,
             major: 0,
             minor: 61,
             mount_point: "/mnt/b".into(),

@@ -4,11 +4,13 @@
 
 pub mod etcd;
 pub mod log_load;
+pub mod machine;
 pub mod observer;
 pub mod pg;
 pub mod rocks;
 pub mod sched_truth;
 pub mod syscall_truth;
+pub mod temp_lab;
 pub mod tracefs;
 pub mod wb_truth;
 

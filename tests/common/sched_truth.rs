@@ -10,8 +10,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::tracefs::TRACEFS;
-
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Blocked {
     /// Every block of the named threads, ns.
@@ -133,9 +131,6 @@ fn parse(l: &str) -> Option<(u64, u32, bool)> {
 impl Drop for SchedTruth {
     fn drop(&mut self) {
         self.finish();
-        let _ = std::fs::remove_dir(&self.instance);
-        if self.mounted {
-            let _ = std::process::Command::new("umount").arg(TRACEFS).status();
-        }
+        super::tracefs::release(&self.instance, self.mounted);
     }
 }

@@ -10,18 +10,15 @@
 //! while tracing says when it was born.
 //! Dropping it removes the instance, and unmounts tracefs if this mounted
 //! it and no other instance is left (otherwise it leaves the mount to the
-//! last stallscope run out, through stallscope's marker file).
+//! last stallscope run out, through stallscope's marker file:
+//! `tracefs::release`).
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
-/// stallscope's marker for a tracefs mount that the last run out
-/// unmounts (src/source/trace/instance.rs `mount_marker`; the path is a
-/// convention between processes, not shared code).
-const MOUNT_MARKER: &str = "/run/stallscope-tracefs_sys_kernel_tracing.mounted";
+use super::tracefs::TRACEFS;
 /// What `stop` writes into the instance's marker: the reader stops there.
 const STOP_MARK: &str = "stallscope-syscall-truth-stop";
 
@@ -489,24 +486,7 @@ impl Drop for SyscallTruth {
     fn drop(&mut self) {
         self.finish();
         let _ = std::fs::write(self.instance.join("set_event_pid"), "");
-        let _ = std::fs::remove_dir(&self.instance);
         self._hold = None;
-        if !self.mounted {
-            return;
-        }
-        let others = std::fs::read_dir(Path::new(TRACEFS).join("instances"))
-            .map(|rd| rd.count())
-            .unwrap_or(0);
-        let unmounted = others == 0
-            && std::process::Command::new("umount")
-                .arg(TRACEFS)
-                .status()
-                .is_ok_and(|s| s.success());
-        if !unmounted {
-            // Someone else traces in it now: hand the mount over by
-            // stallscope's own convention (a marker file), so that the
-            // last stallscope run out unmounts it, not nobody.
-            let _ = std::fs::write(MOUNT_MARKER, TRACEFS);
-        }
+        super::tracefs::release(&self.instance, self.mounted);
     }
 }

@@ -5,6 +5,47 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub const TRACEFS: &str = "/sys/kernel/tracing";
+/// stallscope's marker for a tracefs mount one of its runs made, holding
+/// the mount's id (src/source/trace/mount.rs; the path and the text are
+/// a convention between processes, not shared code).
+const MOUNT_MARKER: &str = "/run/stallscope-tracefs_sys_kernel_tracing.mounted";
+
+/// Removes the instance; if this mounted tracefs (`mounted`), unmounts it
+/// when no instance is left, else hands the mount over to stallscope by
+/// its marker, so that the last stallscope run out (or `lab down`)
+/// unmounts it rather than nobody.
+pub fn release(instance: &Path, mounted: bool) {
+    let _ = std::fs::remove_dir(instance);
+    if !mounted {
+        return;
+    }
+    let others = std::fs::read_dir(Path::new(TRACEFS).join("instances"))
+        .map(|rd| rd.count())
+        .unwrap_or(0);
+    let unmounted = others == 0
+        && std::process::Command::new("umount")
+            .arg(TRACEFS)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !unmounted {
+        if let Some(id) = mount_id() {
+            let _ = std::fs::write(MOUNT_MARKER, format!("{id}\n"));
+        }
+    }
+}
+
+/// The id of the tracefs mount on top at TRACEFS (mountinfo's first field).
+fn mount_id() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()?
+        .lines()
+        .rev()
+        .find(|l| l.split(' ').nth(4) == Some(TRACEFS) && l.contains(" - tracefs "))?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
 
 /// Mounts tracefs if it is not (true if this did), and makes the instance
 /// `name-<pid>` with the monotonic clock and `kb` of buffer per CPU.

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::tracefs::TRACEFS;
 const EVENTS: [&str; 4] = [
     "writeback/balance_dirty_pages",
     "writeback/folio_wait_writeback",
@@ -105,10 +104,7 @@ impl WbTruth {
 impl Drop for WbTruth {
     fn drop(&mut self) {
         self.finish();
-        let _ = std::fs::remove_dir(&self.instance);
-        if self.mounted {
-            let _ = std::process::Command::new("umount").arg(TRACEFS).status();
-        }
+        super::tracefs::release(&self.instance, self.mounted);
     }
 }
 

@@ -42,7 +42,8 @@ const TERM_GRACE: Duration = Duration::from_secs(5);
 pub fn down(dir: &Path, o: DownOptions, stop: &AtomicBool) -> anyhow::Result<()> {
     super::checks::need_root("down")?;
     let Some(st) = LabState::load(dir)? else {
-        eprintln!("stallscope: no lab at {}; nothing to do", dir.display());
+        eprintln!("stallscope: no lab at {}; nothing to undo", dir.display());
+        tidy_tracefs();
         return Ok(());
     };
     let holders = procs::holders(Path::new("/proc"), &mounted(&st), std::process::id());
@@ -70,13 +71,38 @@ pub fn down(dir: &Path, o: DownOptions, stop: &AtomicBool) -> anyhow::Result<()>
         }
     }
     let n = st.steps.len();
-    let left = undo(dir, st, &Undo { lazy: o.lazy, stop })?;
+    let left = undo(dir, st, &Undo { lazy: o.lazy, stop });
+    tidy_tracefs();
+    let left = left?;
     eprintln!(
         "stallscope: lab at {} is down ({} changes undone)",
         dir.display(),
         n - left
     );
     Ok(())
+}
+
+/// Removes what killed stallscope runs (a trial killed mid-run among
+/// them) left in tracefs: their instances and a mount of tracefs one of
+/// them made, if nothing uses it (`source::trace::tidy`). Not a step of
+/// the lab: any run may leave them, and they are found by name and marker,
+/// not recorded. A failure is said, not fatal: the lab is down all the same.
+fn tidy_tracefs() {
+    let root = Path::new(crate::source::trace::DEFAULT_TRACEFS);
+    match crate::source::trace::tidy(root) {
+        Ok(t) => {
+            for name in t.removed {
+                eprintln!("stallscope: removed tracefs instance {name} left by a dead run");
+            }
+            if t.unmounted {
+                eprintln!(
+                    "stallscope: unmounted tracefs at {} (a stallscope run had mounted it)",
+                    root.display()
+                );
+            }
+        }
+        Err(e) => eprintln!("stallscope: {e}"),
+    }
 }
 
 /// SIGTERM, a grace period, SIGKILL for the rest; Ctrl-C stops waiting.

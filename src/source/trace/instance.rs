@@ -1,14 +1,10 @@
-//! The private instances under tracefs and tracefs itself: creating and
-//! writing their files, removing a dead run's leftovers, mounting.
+//! The private instances under tracefs: naming them for the process that
+//! owns them, writing their files, removing a dead owner's leftovers.
 
 use super::INSTANCE_PREFIX;
-use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-
-const TRACEFS_MAGIC: u64 = 0x7472_6163;
+use std::path::Path;
 
 /// Writes `value` to `file` of `instance`; Err names the file.
 pub(super) fn write_file(instance: &Path, file: &str, value: &str) -> Result<(), String> {
@@ -66,16 +62,6 @@ fn pid_alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
-/// The file that says a stallscope run mounted tracefs at `root`.
-pub(super) fn mount_marker(root: &Path) -> PathBuf {
-    let tag: String = root
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    PathBuf::from(format!("/run/stallscope-tracefs{tag}.mounted"))
-}
-
 /// `stallscope-<pid>`, and `stallscope-<pid>.<n>` for a second session in
 /// the same process (tests run several at once).
 pub(super) fn instance_name() -> String {
@@ -91,63 +77,6 @@ pub(super) fn instance_name() -> String {
 fn instance_pid(name: &str) -> Option<i32> {
     let rest = name.strip_prefix(INSTANCE_PREFIX)?;
     rest.split('.').next()?.parse().ok()
-}
-
-/// True if another live stallscope session (another run, or another in
-/// this process) still has an instance under `root` besides `own`.
-pub(super) fn other_live_instances(root: &Path, own: &Path) -> bool {
-    fs::read_dir(root.join("instances"))
-        .map(|rd| {
-            rd.flatten().any(|e| {
-                e.path() != own
-                    && e.file_name()
-                        .to_str()
-                        .and_then(instance_pid)
-                        .is_some_and(pid_alive)
-            })
-        })
-        .unwrap_or(false)
-}
-
-pub(super) fn is_tracefs(path: &Path) -> bool {
-    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a valid C string and a zeroed statfs to fill.
-    unsafe {
-        let mut st: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as u64 == TRACEFS_MAGIC
-    }
-}
-
-pub(super) fn mount_tracefs(path: &Path) -> std::io::Result<()> {
-    let target = CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: valid C strings; tracefs takes no data.
-    let rc = unsafe {
-        libc::mount(
-            c"nodev".as_ptr(),
-            target.as_ptr(),
-            c"tracefs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// A plain umount: it fails (EBUSY) rather than detach if someone else is using it.
-pub(super) fn umount(path: &Path) -> std::io::Result<()> {
-    let target = CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: a valid C string.
-    if unsafe { libc::umount2(target.as_ptr(), 0) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 #[cfg(test)]

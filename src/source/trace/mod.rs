@@ -11,6 +11,7 @@
 
 mod features;
 mod instance;
+mod mount;
 mod text;
 
 pub use features::{hidden_from_env, Check, EventSpec, TraceFeatures, HIDE_ENV};
@@ -20,13 +21,10 @@ pub use text::{parse_line, parse_lost};
 use crate::model::kernel::TraceEvent;
 use crate::model::kernel::TraceKind;
 use crate::source::sched_raw::{parse_page, PageLayout, SchedFormat, StateBits, SysEvent};
-use instance::{
-    instance_name, is_tracefs, mount_marker, mount_tracefs, other_live_instances, umount,
-    write_file,
-};
+use instance::{instance_name, write_file};
+use mount::{is_tracefs, mount_ours, unmount_if_unused};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -58,17 +56,41 @@ const FUTEX_WAITS: &str = "op == 0 || op == 9 || op == 128 || op == 137 || op ==
 /// Longest thread-id filter we write (the kernel refuses a page or more).
 const MAX_FILTER_BYTES: usize = 3500;
 
+/// What `tidy` put back.
+#[derive(Debug, Default)]
+pub struct Tidied {
+    /// Instances of dead runs removed.
+    pub removed: Vec<String>,
+    /// tracefs was unmounted: a dead run had mounted it and nothing uses it.
+    pub unmounted: bool,
+}
+
+/// Puts back what killed stallscope runs left at the tracefs `root`: their
+/// instances (named for their pid, `instance`) and a mount one of them
+/// made that nothing uses any more (`mount`). A run does it as it starts
+/// and ends; `lab down` does it so that a killed run needs no later run.
+/// Does nothing where tracefs is not mounted (an instance left there
+/// stays in the kernel until the next run mounts tracefs and removes it).
+pub fn tidy(root: &Path) -> Result<Tidied, String> {
+    if !is_tracefs(root) {
+        return Ok(Tidied::default());
+    }
+    let removed = remove_stale_instances(root);
+    let unmounted = unmount_if_unused(root)?;
+    Ok(Tidied { removed, unmounted })
+}
+
 /// CLOCK_MONOTONIC now, in ns: the clock of trace timestamps under trace_clock=mono.
 pub fn mono_now_ns() -> u64 {
     crate::base::clock::mono_ns()
 }
 
 /// A private tracefs instance with the writeback events enabled; torn down
-/// (events off, instance removed, tracefs unmounted if we mounted it) on drop.
+/// (events off, instance removed, tracefs unmounted if a stallscope run
+/// mounted it and nothing uses it any more) on drop.
 pub struct TraceSession {
     root: PathBuf,
     instance: PathBuf,
-    mounted_by_us: bool,
     pipe: Option<File>,
     partial: Vec<u8>,
     /// The text pipe's read buffer, kept between drains.
@@ -122,21 +144,15 @@ impl TraceSession {
         }
         let root = tracefs_root.unwrap_or(Path::new(DEFAULT_TRACEFS));
         // Several stallscope runs may share a tracefs one of them mounted:
-        // a marker file says so, and the last one out unmounts it.
-        let marker = mount_marker(root);
-        let mounted_by_us = if is_tracefs(root) {
-            marker.exists()
-        } else {
-            mount_tracefs(root)
+        // the last one out unmounts it (`mount`).
+        if !is_tracefs(root) {
+            mount_ours(root)
                 .map_err(|e| format!("tracefs not available (mount {}: {e})", root.display()))?;
-            let _ = fs::write(&marker, root.as_os_str().as_bytes());
-            true
-        };
+        }
         // From here on Drop undoes whatever was done, on every error path.
         let mut s = TraceSession {
             root: root.to_path_buf(),
             instance: root.join("instances").join(instance_name()),
-            mounted_by_us,
             pipe: None,
             partial: Vec::new(),
             chunk: Vec::new(),
@@ -564,18 +580,8 @@ impl Drop for TraceSession {
                 );
             }
         }
-        if self.mounted_by_us && !other_live_instances(&self.root, &self.instance) {
-            // Marker first: a run starting now must not take our marker for
-            // one it may rely on (it would be left with a mount nobody owns).
-            let marker = mount_marker(&self.root);
-            let _ = fs::remove_file(&marker);
-            if let Err(e) = umount(&self.root) {
-                let _ = fs::write(&marker, self.root.as_os_str().as_bytes());
-                crate::base::error::note!(
-                    "stallscope: cannot unmount tracefs at {}: {e}",
-                    self.root.display()
-                );
-            }
+        if let Err(e) = unmount_if_unused(&self.root) {
+            crate::base::error::note!("stallscope: {e}");
         }
     }
 }
@@ -665,6 +671,7 @@ impl RawSched {
 
 #[cfg(test)]
 mod tests {
+    use super::mount::{mount_tracefs, umount};
     use super::*;
     use crate::model::kernel::TraceKind;
     use std::fs::File;
