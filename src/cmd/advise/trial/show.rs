@@ -5,8 +5,22 @@
 use crate::cmd::advise::outcome::{Figures, Outcome, Verdict};
 use std::fmt::Write as _;
 
-fn factor(l: f64) -> String {
+/// A log ratio as a factor: ln(B/A) −0.69 is `×0.50`.
+pub fn factor(l: f64) -> String {
     format!("×{:.2}", l.exp())
+}
+
+/// The verdict, its factor and interval, and the noise band, in one line.
+pub fn verdict_line(o: &Outcome) -> String {
+    format!(
+        "{}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %)",
+        verdict_word(o.verdict),
+        o.measure,
+        factor(o.difference),
+        factor(o.interval.0),
+        factor(o.interval.1),
+        (o.noise.exp() - 1.0) * 100.0
+    )
 }
 
 pub fn verdict_word(v: Verdict) -> &'static str {
@@ -20,16 +34,7 @@ pub fn verdict_word(v: Verdict) -> &'static str {
 /// The text `trial` prints.
 pub fn render(o: &Outcome) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "verdict: {}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %)",
-        verdict_word(o.verdict),
-        o.measure,
-        factor(o.difference),
-        factor(o.interval.0),
-        factor(o.interval.1),
-        (o.noise.exp() - 1.0) * 100.0
-    );
+    let _ = writeln!(s, "verdict: {}", verdict_line(o));
     let (a, b) = (&o.before, &o.after);
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row = |name: &str, f: &dyn Fn(&Figures) -> String| {
