@@ -79,7 +79,7 @@ pub struct LabRunArgs {
     /// Each run's length (e.g. 20s, 2m) [default: the dirty setpoint reached 3 times, at least 10 000 ops].
     #[arg(long, value_name = "DUR")]
     pub run_secs: Option<Dur>,
-    /// What the verdict is decided on: stall (stall time per GiB), p999, max (longest stall).
+    /// What the verdict is decided on: stall (stall time per GiB), p999, max (longest stall), zero (seconds at 0 MiB/s).
     #[arg(long, value_enum, default_value = "stall")]
     pub measure: TrialMeasure,
     /// The DIR given to lab up.
@@ -141,6 +141,7 @@ pub enum TrialMeasure {
     Stall,
     P999,
     Max,
+    Zero,
 }
 
 impl TrialMeasure {
@@ -150,6 +151,7 @@ impl TrialMeasure {
             TrialMeasure::Stall => Measure::StallTime,
             TrialMeasure::P999 => Measure::P999,
             TrialMeasure::Max => Measure::MaxStall,
+            TrialMeasure::Zero => Measure::ZeroSeconds,
         }
     }
 }

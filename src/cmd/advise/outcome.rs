@@ -29,6 +29,9 @@ pub struct Figures {
     pub mib_per_s: f64,
     /// Peak Dirty+Writeback, KiB: the data at risk.
     pub peak_dirty_kib: u64,
+    /// Seconds the writers ran without finishing a write (throughput 0).
+    #[serde(default)]
+    pub zero_s: f64,
     pub runs: usize,
     /// Whether p99/p99.9 count from each op's intended start (a
     /// rate-limited workload); without a rate the writers are closed loop

@@ -100,6 +100,7 @@ fn a_tried_card_shows_its_numbers() {
         achieved_share: 1.0,
         mib_per_s: 19.5,
         peak_dirty_kib: 64 << 10,
+        zero_s: 3.0,
         runs: 7,
         open_loop: false,
     };
@@ -139,6 +140,7 @@ fn a_tried_card_shows_its_numbers() {
         flat.contains("after max stall 1000 ms (×0.20), closed-loop p99.9 400.0 ms (×0.10)"),
         "{card}"
     );
+    assert!(flat.contains("19.5 MiB/s, 3 s at 0 MiB/s"), "{card}");
     assert!(card.contains("note      closed loop"), "{card}");
     assert!(
         card.contains(

@@ -168,7 +168,7 @@ fn outcome_rows(o: &Outcome) -> Vec<(&'static str, String)> {
     let side = |f: &Figures, base: Option<&Figures>| {
         let k = |get: fn(&Figures) -> f64| base.map_or(String::new(), |a| by(get(a), get(f)));
         format!(
-            "max stall {:.0} ms{}, {lat} p99.9 {:.1} ms{}, {:.0} ms/GiB stalled{}, {:.1} MiB/s, peak dirty+writeback {} MiB, {} runs",
+            "max stall {:.0} ms{}, {lat} p99.9 {:.1} ms{}, {:.0} ms/GiB stalled{}, {:.1} MiB/s, {:.0} s at 0 MiB/s, peak dirty+writeback {} MiB, {} runs",
             f.max_stall_ms,
             k(|f| f.max_stall_ms),
             f.p999_ms,
@@ -176,6 +176,7 @@ fn outcome_rows(o: &Outcome) -> Vec<(&'static str, String)> {
             stall(f),
             base.map_or(String::new(), |a| by(stall(a), stall(f))),
             f.mib_per_s,
+            f.zero_s,
             f.peak_dirty_kib >> 10,
             f.runs
         )

@@ -39,6 +39,8 @@ pub struct RunFigures {
     pub bytes: u64,
     /// Seconds the writers ran.
     pub secs: f64,
+    /// Seconds the writers ran without finishing a write (throughput 0).
+    pub zero_s: f64,
 }
 
 impl RunFigures {
@@ -68,6 +70,7 @@ pub fn open_loop(cfg: &Config) -> bool {
 pub fn of_snapshots(snapshots: &[Snapshot], target: usize, offered: Option<f64>) -> RunFigures {
     let mut hist = new_histogram();
     let (mut ops, mut bytes, mut secs, mut longest_op) = (0u64, 0u64, 0.0f64, 0u64);
+    let mut zero_s = 0.0;
     let mut peak_dirty_kib = 0;
     for s in snapshots {
         if let Some(t) = s.targets.iter().find(|t| t.target == target) {
@@ -78,6 +81,9 @@ pub fn of_snapshots(snapshots: &[Snapshot], target: usize, offered: Option<f64>)
             bytes += t.bytes;
             if t.active {
                 secs += s.interval_s;
+                if t.ops == 0 {
+                    zero_s += s.interval_s;
+                }
             }
         }
         if let Some(k) = &s.kernel {
@@ -114,6 +120,7 @@ pub fn of_snapshots(snapshots: &[Snapshot], target: usize, offered: Option<f64>)
         ops,
         bytes,
         secs,
+        zero_s,
     }
 }
 
@@ -152,6 +159,7 @@ pub fn combine(runs: &[RunFigures], open_loop: bool) -> Figures {
         achieved_share: med(&|r| r.offered_mib_per_s.map_or(1.0, |o| r.mib_per_s / o)),
         mib_per_s: med(&|r| r.mib_per_s),
         peak_dirty_kib: med(&|r| r.peak_dirty_kib as f64) as u64,
+        zero_s: med(&|r| r.zero_s),
         runs: runs.len(),
         open_loop,
     }
@@ -251,6 +259,26 @@ mod tests {
         assert_eq!(f.peak_dirty_kib, 320_000, "dirty + writeback at its peak");
         assert!((f.p99_ms - 0.99).abs() < 0.01, "{}", f.p99_ms);
         assert!((f.p999_ms - 1.0).abs() < 0.01, "{}", f.p999_ms);
+        assert_eq!(f.zero_s, 0.0);
+    }
+
+    /// A second the writers ran without finishing a write is throughput at
+    /// zero; one they did not run (inactive) is not.
+    #[test]
+    fn seconds_without_a_write_are_counted() {
+        let mut snaps = run();
+        snaps[1].targets[0].ops = 0;
+        snaps.push(Snapshot {
+            index: 2,
+            t_s: 3.0,
+            interval_s: 1.0,
+            targets: vec![TargetInterval {
+                active: false,
+                ..interval(0, 0, &[])
+            }],
+            ..Snapshot::default()
+        });
+        assert_eq!(of_snapshots(&snaps, 0, None).zero_s, 1.0);
     }
 
     #[test]

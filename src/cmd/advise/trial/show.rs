@@ -67,6 +67,9 @@ pub fn render(o: &Outcome) -> String {
     row("MiB/s (share of offered)", &|f| {
         format!("{:.1} ({:.0} %)", f.mib_per_s, f.achieved_share * 100.0)
     });
+    row("seconds at 0 MiB/s (median)", &|f| {
+        format!("{:.0}", f.zero_s)
+    });
     row("peak dirty+writeback MiB", &|f| {
         format!("{}", f.peak_dirty_kib >> 10)
     });
@@ -107,6 +110,7 @@ mod tests {
             achieved_share: 1.0,
             mib_per_s: 14.9,
             peak_dirty_kib: 512 << 10,
+            zero_s: 2.0,
             runs: 9,
             open_loop: true,
         };
@@ -137,6 +141,11 @@ mod tests {
         assert!(sync.ends_with("40000           10000"), "{t}");
         assert!(t.contains("p99.9 ms (open loop)"), "{t}");
         assert!(t.contains("peak dirty+writeback MiB"), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("seconds at 0 MiB/s") && l.ends_with("2               2")),
+            "{t}"
+        );
         assert!(t.contains("note: few ops"), "{t}");
         assert!(
             t.ends_with("recipe:\n  stallscope lab up\n  stallscope lab down\n"),
