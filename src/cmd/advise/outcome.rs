@@ -65,3 +65,11 @@ pub struct Outcome {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
+
+impl Figures {
+    /// All stall time per GiB written, every cause (+ 0.0: an empty sum
+    /// is -0.0, which prints as "-0").
+    pub fn stall_total(&self) -> f64 {
+        self.stall_ms_per_gib.values().sum::<f64>() + 0.0
+    }
+}

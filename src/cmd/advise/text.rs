@@ -7,7 +7,7 @@ use super::diagnosis::Diagnosis;
 use super::machine::Machine;
 use super::outcome::{Figures, Outcome};
 use super::treatment::Setting;
-use super::trial::show::{verdict_line, verdict_word};
+use super::trial::show::{times, verdict_line, verdict_word};
 use crate::model::cause::Cause;
 use std::fmt::Write as _;
 
@@ -152,10 +152,10 @@ pub fn render_card(n: usize, c: &Proposal) -> String {
 /// over A's), where stall time moved, what the figures cannot vouch for.
 fn outcome_rows(o: &Outcome) -> Vec<(&'static str, String)> {
     let (a, b) = (&o.before, &o.after);
-    let stall = |f: &Figures| f.stall_ms_per_gib.values().sum::<f64>();
+    let stall = Figures::stall_total;
     let by = |x: f64, y: f64| {
         if x > 0.0 {
-            format!(" (×{:.2})", y / x)
+            format!(" ({})", times(y / x))
         } else {
             String::new()
         }

@@ -44,9 +44,10 @@ pub struct RunFigures {
 }
 
 impl RunFigures {
-    /// All stall time per GiB written, every cause.
+    /// All stall time per GiB written, every cause (+ 0.0: an empty sum
+    /// is -0.0, which prints as "-0").
     pub fn stall_total(&self) -> f64 {
-        self.stall_ms_per_gib.values().sum()
+        self.stall_ms_per_gib.values().sum::<f64>() + 0.0
     }
 }
 
@@ -289,6 +290,7 @@ mod tests {
         }
         let f = of_snapshots(&snaps, 0, None);
         assert!(f.stall_ms_per_gib.is_empty());
+        assert_eq!(format!("{:.0}", f.stall_total()), "0", "not -0");
         assert!((f.max_stall_ms - 1.0).abs() < 0.01, "{}", f.max_stall_ms);
     }
 

@@ -7,7 +7,17 @@ use std::fmt::Write as _;
 
 /// A log ratio as a factor: ln(B/A) −0.69 is `×0.50`.
 pub fn factor(l: f64) -> String {
-    format!("×{:.2}", l.exp())
+    times(l.exp())
+}
+
+/// A ratio as a factor, `×0.37`; below 0.1 with three decimals (`×0.005`)
+/// so that a hundredfold drop does not read `×0.00`.
+pub fn times(r: f64) -> String {
+    if r < 0.1 {
+        format!("×{r:.3}")
+    } else {
+        format!("×{r:.2}")
+    }
 }
 
 /// The verdict, its factor and interval, and the noise band, in one line.
@@ -51,8 +61,9 @@ pub fn render(o: &Outcome) -> String {
         .keys()
         .chain(b.stall_ms_per_gib.keys())
         .collect();
-    let total = |f: &Figures| f.stall_ms_per_gib.values().sum::<f64>();
-    row("stall ms/GiB, all causes", &|f| format!("{:.0}", total(f)));
+    row("stall ms/GiB, all causes", &|f| {
+        format!("{:.0}", f.stall_total())
+    });
     for c in causes {
         let v = |f: &Figures| format!("{:.0}", f.stall_ms_per_gib.get(c).copied().unwrap_or(0.0));
         row(&format!("  {c}"), &v);
@@ -99,6 +110,13 @@ pub fn render(o: &Outcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_factors_keep_their_digits() {
+        assert_eq!(times(0.0046), "×0.005");
+        assert_eq!(times(0.37), "×0.37");
+        assert_eq!(factor(2f64.ln()), "×2.00");
+    }
 
     #[test]
     fn the_text_has_the_verdict_the_figures_and_the_recipe() {
