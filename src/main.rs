@@ -40,9 +40,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             from,
             to,
         }) => stallscope::cmd::report_cmd::run(&file, svg.as_deref(), csv.as_deref(), from, to),
-        Some(Command::Advise { recording, format }) => {
-            stallscope::cmd::advise::cmd::run(&recording, format)
-        }
+        Some(Command::Advise(a)) => advise(&a, &stop),
         Some(Command::Compare(a)) => compare(config, a, &stop),
         Some(Command::Lab(cmd)) => lab(cmd, &stop),
         Some(Command::Trial(a)) => trial(config, &a, &stop),
@@ -231,15 +229,27 @@ fn compare(
     Ok(())
 }
 
+/// `stallscope advise`, and with `--try` the cards tried in the lab.
+fn advise(a: &stallscope::cli::AdviseArgs, stop: &AtomicBool) -> anyhow::Result<()> {
+    use stallscope::cmd::advise::{cmd, trial::progress::Line};
+    let Some(o) = a.try_options() else {
+        return cmd::run(&a.recording, a.format);
+    };
+    let mut line = Line::default();
+    let r = cmd::run_try(&a.recording, a.format, &o, stop, &mut |s| line.show(s));
+    line.finish();
+    r
+}
+
 /// `stallscope trial`: one change tried in the lab.
 fn trial(
     config: Option<&std::path::Path>,
     a: &stallscope::cli::TrialArgs,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
-    use stallscope::cli::{TrialFormat, TrialMeasure};
+    use stallscope::cli::TrialFormat;
     use stallscope::cmd::advise::treatment::{Setting, Treatment};
-    use stallscope::cmd::advise::trial::{self as t, Measure, TrialOptions, Workload};
+    use stallscope::cmd::advise::trial::{self as t, Workload};
     let w = stallscope::cli::run_args(&a.workload)?;
     let workload = Workload {
         config: stallscope::cli::layered(config, &w)?,
@@ -262,18 +272,7 @@ fn trial(
         )
         .into());
     }
-    let o = TrialOptions {
-        lab_dir: a.lab_dir.clone(),
-        target: a.target.clone(),
-        pairs: a.pairs,
-        run_secs: a.run_secs.map(|d| d.0),
-        measure: match a.measure {
-            TrialMeasure::Stall => Measure::StallTime,
-            TrialMeasure::P999 => Measure::P999,
-            TrialMeasure::Max => Measure::MaxStall,
-        },
-        drain: !a.no_drain,
-    };
+    let o = a.lab.options(!a.no_drain);
     let mut line = t::progress::Line::default();
     let r = t::try_proposal(&workload, &Treatment { settings }, &o, stop, &mut |s| {
         line.show(s)

@@ -777,3 +777,156 @@ fn advise_reads_recordings_and_printed_output() {
     );
     assert!(!s.contains("--sync"), "{s}");
 }
+
+/// The fixture as a recording of an observed server alone: no targets, so
+/// no writers, only dd's stalls.
+fn observed_only(dir: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(ADVISE_FIXTURE).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["type"] == "header" {
+                v["targets"] = Value::Array(Vec::new());
+                v["config"]["targets"] = Value::Array(Vec::new());
+            }
+            v.to_string()
+        })
+        .collect();
+    let f = dir.join("observed.jsonl");
+    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    f
+}
+
+/// `advise --try`'s bad input, all before any lab work or root: too few
+/// pairs, no lab (with the `lab up` command that makes one shaped like
+/// the recording), `--card` without `--try` or naming a card that cannot
+/// be tried.
+#[test]
+fn advise_try_refuses_bad_input_with_exit_2() {
+    let t = tempfile::tempdir().unwrap();
+    let nolab = t.path().join("nolab");
+    let run = |extra: &[&str]| {
+        let out = bin()
+            .args(["advise", ADVISE_FIXTURE, "--try", "--lab-dir"])
+            .arg(&nolab)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.stdout,
+        )
+    };
+    let (code, err, out) = run(&["--pairs", "3"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--pairs 3 is too few (at least 6"), "{err}");
+    assert!(out.is_empty());
+
+    let (code, err, out) = run(&[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("no lab at {}", nolab.display())),
+        "{err}"
+    );
+    // The recorded target: ext4, its device wrote back at about 20 MiB/s
+    // (the fixture's lab cap), dirty thresholds 64 MiB and 16 MiB.
+    let cmd = err
+        .lines()
+        .find(|l| l.trim_start().starts_with("stallscope lab up"))
+        .unwrap_or_else(|| panic!("no lab up command: {err}"));
+    assert_eq!(
+        cmd.trim(),
+        format!(
+            "stallscope lab up --dir {} --fs ext4 --cap 20MiB --dirty-bytes 64MiB --dirty-background-bytes 16MiB",
+            nolab.display()
+        )
+    );
+    assert!(out.is_empty(), "nothing tried, nothing printed");
+
+    // Card 1 is the observed dd's own setting.
+    let (code, err, _) = run(&["--card", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--card 1 cannot be tried"), "{err}");
+    assert!(err.contains("dd (pid 7150)"), "{err}");
+    let (code, err, _) = run(&["--card", "99"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--card 99"), "{err}");
+
+    let out = bin()
+        .args(["advise", ADVISE_FIXTURE, "--card", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--card needs --try");
+}
+
+/// An observed server's recording: nothing is tried (and no lab is
+/// needed), one line says why, every card keeps its fidelity.
+#[test]
+fn advise_try_on_an_observed_server_says_why_nothing_is_tried() {
+    let t = tempfile::tempdir().unwrap();
+    let f = observed_only(t.path());
+    let nolab = t.path().join("nolab");
+    let out = bin()
+        .arg("advise")
+        .arg(&f)
+        .args(["--try", "--lab-dir"])
+        .arg(&nolab)
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let why: Vec<&str> = s
+        .lines()
+        .filter(|l| l.contains("not implemented"))
+        .collect();
+    assert_eq!(why.len(), 1, "one line (wrapped once at most): {s}");
+    assert!(
+        s.contains("--try: nothing tried: the recording is of an observed server, dd (pid 7150)"),
+        "{s}"
+    );
+    assert!(!s.contains("verified"), "{s}");
+
+    let out = bin()
+        .arg("advise")
+        .arg(&f)
+        .args(["--try", "--format", "json", "--lab-dir"])
+        .arg(&nolab)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cards = v["proposals"].as_array().unwrap();
+    assert!(!cards.is_empty(), "{v}");
+    for c in cards {
+        assert_ne!(c["fidelity"], "verified", "{c}");
+        assert!(c["verdict"].is_null() && c["before"].is_null(), "{c}");
+    }
+    let notes = v["try"]["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{v}");
+    assert!(
+        notes[0].as_str().unwrap().contains("imitating a server"),
+        "{v}"
+    );
+    assert_eq!(v["try"]["tried"], Value::Array(Vec::new()));
+}
+
+#[test]
+fn advise_help_teaches_try_with_an_example() {
+    let help = stdout_of(&["advise", "--help"]);
+    for want in [
+        "--try",
+        "--pairs",
+        "--card",
+        "stallscope advise cl.jsonl --try --pairs 6 --run-secs 20",
+        "stallscope lab up",
+        "verified",
+    ] {
+        assert!(help.contains(want), "{want}: {help}");
+    }
+}

@@ -59,3 +59,12 @@ pub struct Proposal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
 }
+
+impl Proposal {
+    /// A trial's outcome makes a card `verified`: the only way to that
+    /// tag, so it never comes without its numbers.
+    pub fn verify(&mut self, outcome: Outcome) {
+        self.fidelity = Fidelity::Verified;
+        self.outcome = Some(outcome);
+    }
+}

@@ -3,11 +3,16 @@
 //! `tradeoff`, `source`, `verdict`, `before`, `after`, `interval`; the
 //! last four null until a trial), then `cause`, `subject`, `gate` (null
 //! when it applies here) and `treatment` (every setting to write, null for
-//! a server's own knob), so a script can apply a card by hand.
+//! a server's own knob), so a script can apply a card by hand; a tried
+//! card adds `trial` (the measure the verdict is on, the median ln(B/A),
+//! the A/A noise band, where stall time moved, notes and the recipe).
+//! After `--try`, `try` says where the cards were tried and which were not,
+//! and why.
 
 use super::card::{Fidelity, Proposal, Scope};
 use super::outcome::{Figures, Verdict};
 use super::treatment::Treatment;
+use super::tries::TryReport;
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -28,15 +33,30 @@ struct Card<'a> {
     subject: Option<&'a str>,
     gate: Option<&'a str>,
     treatment: Option<&'a Treatment>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trial: Option<Trial<'a>>,
+}
+
+/// The rest of a trial's outcome.
+#[derive(Serialize)]
+struct Trial<'a> {
+    measure: &'a str,
+    difference: f64,
+    noise: f64,
+    moved: Option<&'a str>,
+    notes: &'a [String],
+    recipe: &'a str,
 }
 
 #[derive(Serialize)]
 struct Doc<'a> {
     proposals: Vec<Card<'a>>,
+    #[serde(rename = "try", skip_serializing_if = "Option::is_none")]
+    tried: Option<&'a TryReport>,
 }
 
 /// One JSON document, pretty-printed, with a newline at the end.
-pub fn render(cards: &[Proposal]) -> String {
+pub fn render(cards: &[Proposal], report: Option<&TryReport>) -> String {
     let doc = Doc {
         proposals: cards
             .iter()
@@ -59,9 +79,18 @@ pub fn render(cards: &[Proposal]) -> String {
                     subject: c.subject.as_deref(),
                     gate: c.gate.as_deref(),
                     treatment: c.treatment.as_ref(),
+                    trial: o.map(|o| Trial {
+                        measure: &o.measure,
+                        difference: o.difference,
+                        noise: o.noise,
+                        moved: o.moved.as_deref(),
+                        notes: &o.notes,
+                        recipe: &o.recipe,
+                    }),
                 }
             })
             .collect(),
+        tried: report,
     };
     let mut s = serde_json::to_string_pretty(&doc).expect("cards serialize");
     s.push('\n');

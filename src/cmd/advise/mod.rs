@@ -8,7 +8,9 @@
 //! `machine` (which knobs this machine has), `catalog` (pure: diagnosis
 //! and machine → ranked cards), the outputs `text` and `json`, and `cmd`
 //! the command's entry; `trial` (the lab trial of one change: A/A, then
-//! interleaved A/B runs, a verdict with its interval, and the recipe).
+//! interleaved A/B runs, a verdict with its interval, and the recipe);
+//! `tries` (`--try`: the cards the lab can apply, tried one after the
+//! other on a lab shaped like the recording).
 
 pub mod card;
 pub mod catalog;
@@ -20,6 +22,7 @@ pub mod outcome;
 pub mod text;
 pub mod treatment;
 pub mod trial;
+pub mod tries;
 
 /// `advise --format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -29,6 +29,9 @@ pub struct Figures {
     pub mib_per_s: f64,
     /// Peak Dirty+Writeback, KiB: the data at risk.
     pub peak_dirty_kib: u64,
+    /// Seconds the writers ran without finishing a write (throughput 0).
+    #[serde(default)]
+    pub zero_s: f64,
     pub runs: usize,
     /// Whether p99/p99.9 count from each op's intended start (a
     /// rate-limited workload); without a rate the writers are closed loop
@@ -61,4 +64,12 @@ pub struct Outcome {
     /// fewer than 10 000 ops), in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+impl Figures {
+    /// All stall time per GiB written, every cause (+ 0.0: an empty sum
+    /// is -0.0, which prints as "-0").
+    pub fn stall_total(&self) -> f64 {
+        self.stall_ms_per_gib.values().sum::<f64>() + 0.0
+    }
 }

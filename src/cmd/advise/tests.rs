@@ -81,3 +81,86 @@ fn an_empty_recording_has_nothing_to_advise() {
     let json = advise(Path::new(rec), Format::Json, &ProcRoot::under(dir.path())).unwrap();
     assert_eq!(json.trim(), "{\n  \"proposals\": []\n}");
 }
+
+/// A tried card: `verified` with its verdict, both sides' figures (B's
+/// factors over A's) and the recipe, in the text and the JSON.
+#[test]
+fn a_tried_card_shows_its_numbers() {
+    use super::outcome::{Figures, Outcome, Verdict};
+    let dir = machine();
+    let rec = crate::sink::recording::read(Path::new(FIXTURE)).unwrap();
+    let d = super::diagnosis::from_recording(&rec);
+    let m = super::machine::Machine::probe(&ProcRoot::under(dir.path()), &d.devices());
+    let mut cards = super::catalog::propose(&d, &m);
+    let fig = |max: f64, p999: f64| Figures {
+        stall_ms_per_gib: [("sync".to_string(), max * 10.0)].into_iter().collect(),
+        p99_ms: p999 / 2.0,
+        p999_ms: p999,
+        max_stall_ms: max,
+        achieved_share: 1.0,
+        mib_per_s: 19.5,
+        peak_dirty_kib: 64 << 10,
+        zero_s: 3.0,
+        runs: 7,
+        open_loop: false,
+    };
+    cards[1].verify(Outcome {
+        verdict: Verdict::Improved,
+        measure: "ln(B/A) of max_stall_ms".into(),
+        difference: 0.2f64.ln(),
+        interval: (0.1f64.ln(), 0.3f64.ln()),
+        noise: 1.1f64.ln(),
+        before: fig(5000.0, 4000.0),
+        after: fig(1000.0, 400.0),
+        moved: None,
+        recipe: "stallscope lab up --fs ext4 --cap 20MiB\n# revert:\nstallscope lab down".into(),
+        notes: vec!["closed loop".into()],
+    });
+    let text = super::text::render(&d, &m, &cards);
+    let card: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("  2. "))
+        .take_while(|l| !l.starts_with("  3. "))
+        .collect();
+    let card = card.join("\n");
+    // As read: the wrapping's line breaks and indents as one space.
+    let flat = card.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(card.contains("fidelity  verified (improved)"), "{card}");
+    assert!(
+        flat.contains(
+            "verdict improved ln(B/A) of max_stall_ms ×0.20 (95 % interval ×0.10 … ×0.30)"
+        ),
+        "{card}"
+    );
+    assert!(
+        flat.contains("before max stall 5000 ms, closed-loop p99.9 4000.0 ms"),
+        "{card}"
+    );
+    assert!(
+        flat.contains("after max stall 1000 ms (×0.20), closed-loop p99.9 400.0 ms (×0.10)"),
+        "{card}"
+    );
+    assert!(flat.contains("19.5 MiB/s, 3 s at 0 MiB/s"), "{card}");
+    assert!(card.contains("note      closed loop"), "{card}");
+    assert!(
+        card.contains(
+            "recipe    stallscope lab up --fs ext4 --cap 20MiB\n               # revert:"
+        ),
+        "{card}"
+    );
+    assert_eq!(text.matches("verified").count(), 1, "only the tried card");
+
+    let v: serde_json::Value = serde_json::from_str(&super::json::render(&cards, None)).unwrap();
+    let c = &v["proposals"][1];
+    assert_eq!(c["fidelity"], "verified");
+    assert_eq!(c["verdict"], "improved");
+    assert_eq!(c["before"]["max_stall_ms"], 5000.0);
+    assert_eq!(c["after"]["p999_ms"], 400.0);
+    assert_eq!(c["interval"].as_array().unwrap().len(), 2);
+    assert!(c["trial"]["recipe"].as_str().unwrap().contains("lab down"));
+    let other = &v["proposals"][0];
+    assert!(
+        other["verdict"].is_null() && other.get("trial").is_none(),
+        "{other}"
+    );
+}

@@ -5,7 +5,9 @@
 use super::card::{Fidelity, Proposal, Scope};
 use super::diagnosis::Diagnosis;
 use super::machine::Machine;
+use super::outcome::{Figures, Outcome};
 use super::treatment::Setting;
+use super::trial::show::{times, verdict_line, verdict_word};
 use crate::model::cause::Cause;
 use std::fmt::Write as _;
 
@@ -114,7 +116,7 @@ pub fn render_card(n: usize, c: &Proposal) -> String {
         Scope::Global => "global",
     };
     let tag = match c.outcome.as_ref() {
-        Some(o) => format!("{} ({:?})", fidelity(c.fidelity), o.verdict).to_lowercase(),
+        Some(o) => format!("{} ({})", fidelity(c.fidelity), verdict_word(o.verdict)),
         None => fidelity(c.fidelity).to_string(),
     };
     let mut rows: Vec<(&str, String)> = vec![("fidelity", format!("{tag}, scope: {scope}"))];
@@ -129,11 +131,66 @@ pub fn render_card(n: usize, c: &Proposal) -> String {
     if let Some(g) = &c.gate {
         rows.push(("not here", g.clone()));
     }
+    if let Some(o) = &c.outcome {
+        rows.extend(outcome_rows(o));
+    }
     for (label, text) in rows {
         let head = format!("     {label:<9} ");
         let _ = writeln!(out, "{}", labelled(&head, &text, INDENT));
     }
+    if let Some(o) = &c.outcome {
+        // Commands stay whole, one a line, to be pasted.
+        for (i, l) in o.recipe.lines().enumerate() {
+            let label = if i == 0 { "recipe" } else { "" };
+            let _ = writeln!(out, "     {label:<9} {l}");
+        }
+    }
     out
+}
+
+/// A trial's rows: the verdict, each side's figures (B's with its factor
+/// over A's), where stall time moved, what the figures cannot vouch for.
+fn outcome_rows(o: &Outcome) -> Vec<(&'static str, String)> {
+    let (a, b) = (&o.before, &o.after);
+    let stall = Figures::stall_total;
+    let by = |x: f64, y: f64| {
+        if x > 0.0 {
+            format!(" ({})", times(y / x))
+        } else {
+            String::new()
+        }
+    };
+    let lat = if a.open_loop {
+        "open-loop"
+    } else {
+        "closed-loop"
+    };
+    let side = |f: &Figures, base: Option<&Figures>| {
+        let k = |get: fn(&Figures) -> f64| base.map_or(String::new(), |a| by(get(a), get(f)));
+        format!(
+            "max stall {:.0} ms{}, {lat} p99.9 {:.1} ms{}, {:.0} ms/GiB stalled{}, {:.1} MiB/s, {:.0} s at 0 MiB/s, peak dirty+writeback {} MiB, {} runs",
+            f.max_stall_ms,
+            k(|f| f.max_stall_ms),
+            f.p999_ms,
+            k(|f| f.p999_ms),
+            stall(f),
+            base.map_or(String::new(), |a| by(stall(a), stall(f))),
+            f.mib_per_s,
+            f.zero_s,
+            f.peak_dirty_kib >> 10,
+            f.runs
+        )
+    };
+    let mut rows = vec![
+        ("verdict", verdict_line(o)),
+        ("before", side(a, None)),
+        ("after", side(b, Some(a))),
+    ];
+    if let Some(m) = &o.moved {
+        rows.push(("moved", m.clone()));
+    }
+    rows.extend(o.notes.iter().map(|n| ("note", n.clone())));
+    rows
 }
 
 pub fn fidelity(f: Fidelity) -> &'static str {

@@ -39,12 +39,15 @@ pub struct RunFigures {
     pub bytes: u64,
     /// Seconds the writers ran.
     pub secs: f64,
+    /// Seconds the writers ran without finishing a write (throughput 0).
+    pub zero_s: f64,
 }
 
 impl RunFigures {
-    /// All stall time per GiB written, every cause.
+    /// All stall time per GiB written, every cause (+ 0.0: an empty sum
+    /// is -0.0, which prints as "-0").
     pub fn stall_total(&self) -> f64 {
-        self.stall_ms_per_gib.values().sum()
+        self.stall_ms_per_gib.values().sum::<f64>() + 0.0
     }
 }
 
@@ -68,6 +71,7 @@ pub fn open_loop(cfg: &Config) -> bool {
 pub fn of_snapshots(snapshots: &[Snapshot], target: usize, offered: Option<f64>) -> RunFigures {
     let mut hist = new_histogram();
     let (mut ops, mut bytes, mut secs, mut longest_op) = (0u64, 0u64, 0.0f64, 0u64);
+    let mut zero_s = 0.0;
     let mut peak_dirty_kib = 0;
     for s in snapshots {
         if let Some(t) = s.targets.iter().find(|t| t.target == target) {
@@ -78,6 +82,9 @@ pub fn of_snapshots(snapshots: &[Snapshot], target: usize, offered: Option<f64>)
             bytes += t.bytes;
             if t.active {
                 secs += s.interval_s;
+                if t.ops == 0 {
+                    zero_s += s.interval_s;
+                }
             }
         }
         if let Some(k) = &s.kernel {
@@ -114,6 +121,7 @@ pub fn of_snapshots(snapshots: &[Snapshot], target: usize, offered: Option<f64>)
         ops,
         bytes,
         secs,
+        zero_s,
     }
 }
 
@@ -152,6 +160,7 @@ pub fn combine(runs: &[RunFigures], open_loop: bool) -> Figures {
         achieved_share: med(&|r| r.offered_mib_per_s.map_or(1.0, |o| r.mib_per_s / o)),
         mib_per_s: med(&|r| r.mib_per_s),
         peak_dirty_kib: med(&|r| r.peak_dirty_kib as f64) as u64,
+        zero_s: med(&|r| r.zero_s),
         runs: runs.len(),
         open_loop,
     }
@@ -251,6 +260,26 @@ mod tests {
         assert_eq!(f.peak_dirty_kib, 320_000, "dirty + writeback at its peak");
         assert!((f.p99_ms - 0.99).abs() < 0.01, "{}", f.p99_ms);
         assert!((f.p999_ms - 1.0).abs() < 0.01, "{}", f.p999_ms);
+        assert_eq!(f.zero_s, 0.0);
+    }
+
+    /// A second the writers ran without finishing a write is throughput at
+    /// zero; one they did not run (inactive) is not.
+    #[test]
+    fn seconds_without_a_write_are_counted() {
+        let mut snaps = run();
+        snaps[1].targets[0].ops = 0;
+        snaps.push(Snapshot {
+            index: 2,
+            t_s: 3.0,
+            interval_s: 1.0,
+            targets: vec![TargetInterval {
+                active: false,
+                ..interval(0, 0, &[])
+            }],
+            ..Snapshot::default()
+        });
+        assert_eq!(of_snapshots(&snaps, 0, None).zero_s, 1.0);
     }
 
     #[test]
@@ -261,6 +290,7 @@ mod tests {
         }
         let f = of_snapshots(&snaps, 0, None);
         assert!(f.stall_ms_per_gib.is_empty());
+        assert_eq!(format!("{:.0}", f.stall_total()), "0", "not -0");
         assert!((f.max_stall_ms - 1.0).abs() < 0.01, "{}", f.max_stall_ms);
     }
 

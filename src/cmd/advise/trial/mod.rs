@@ -55,6 +55,8 @@ pub enum Measure {
     StallTime,
     P999,
     MaxStall,
+    /// Seconds without a finished write: throughput at 0.
+    ZeroSeconds,
 }
 
 impl Measure {
@@ -63,6 +65,7 @@ impl Measure {
             Measure::StallTime => "stall_ms_per_gib",
             Measure::P999 => "p999_ms",
             Measure::MaxStall => "max_stall_ms",
+            Measure::ZeroSeconds => "zero_s",
         }
     }
 
@@ -71,15 +74,16 @@ impl Measure {
             Measure::StallTime => f.stall_total(),
             Measure::P999 => f.p999_ms,
             Measure::MaxStall => f.max_stall_ms,
+            Measure::ZeroSeconds => f.zero_s,
         }
     }
 
     /// Below this the measure says nothing (`verdict`'s floor): one
-    /// threshold-long stall per GiB, a threshold-long stall, 1 ms.
+    /// threshold-long stall per GiB, a threshold-long stall, 1 ms, 1 s.
     pub fn floor(self, threshold_ms: f64) -> f64 {
         match self {
             Measure::StallTime | Measure::MaxStall => threshold_ms,
-            Measure::P999 => 1.0,
+            Measure::P999 | Measure::ZeroSeconds => 1.0,
         }
     }
 }
@@ -322,5 +326,11 @@ mod tests {
         assert_eq!(Measure::MaxStall.of(&f), 900.0);
         assert_eq!(Measure::StallTime.floor(100.0), 100.0);
         assert_eq!(Measure::P999.floor(100.0), 1.0);
+        let z = RunFigures {
+            zero_s: 4.0,
+            ..RunFigures::default()
+        };
+        assert_eq!(Measure::ZeroSeconds.of(&z), 4.0);
+        assert_eq!(Measure::ZeroSeconds.floor(100.0), 1.0);
     }
 }

@@ -74,7 +74,7 @@ pub fn prepare(w: &Workload, t: &Treatment, o: &TrialOptions) -> anyhow::Result<
         "--duration".to_string(),
         format!("{}s", run_secs.as_secs()),
     ]);
-    let run_b = [run_a.clone(), extra].concat();
+    let run_b = with_extra(&run_a, &extra);
     let recipe = recipe::recipe(&lab, &settings, &run_a, &run_b, &reverts);
     Ok(Trial {
         lab_dir: o.lab_dir.clone(),
@@ -113,15 +113,49 @@ fn planned_secs(cfg: &Config, cap: u64) -> Duration {
 /// The run arguments without their placement (`--target`, `--duration`),
 /// which the trial gives.
 pub fn strip_placement(args: &[String]) -> Vec<String> {
+    without(args, &["--target", "--duration"])
+}
+
+/// B's run arguments: A's with `extra` over them. `run` refuses an option
+/// given twice, so each one `extra` sets is taken out of A's first.
+pub fn with_extra(run_a: &[String], extra: &[String]) -> Vec<String> {
+    let set: Vec<&str> = extra
+        .iter()
+        .filter(|a| a.starts_with('-'))
+        .map(|a| long(a.split('=').next().unwrap_or(a)))
+        .collect();
+    [without(run_a, &set), extra.to_vec()].concat()
+}
+
+/// `run`'s short options by their long names.
+fn long(flag: &str) -> &str {
+    match flag {
+        "-t" => "--target",
+        "-d" => "--duration",
+        "-m" => "--mode",
+        "-j" => "--threads",
+        "-i" => "--interval",
+        "-f" => "--format",
+        other => other,
+    }
+}
+
+/// `args` without the options named in `flags` (long names) and their
+/// values, given as `--flag value`, `--flag=value` or a short alias.
+fn without(args: &[String], flags: &[&str]) -> Vec<String> {
+    // `run`'s options that take no value.
+    const BARE: [&str; 1] = ["--follow-symlinks"];
     let mut out = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        match a.as_str() {
-            "--target" | "-t" | "--duration" | "-d" => {
-                it.next();
-            }
-            x if x.starts_with("--target=") || x.starts_with("--duration=") => {}
-            _ => out.push(a.clone()),
+        let (name, inline) = match a.split_once('=') {
+            Some((n, _)) if a.starts_with("--") => (n, true),
+            _ => (a.as_str(), false),
+        };
+        if !flags.contains(&long(name)) {
+            out.push(a.clone());
+        } else if !inline && !BARE.contains(&long(name)) {
+            it.next();
         }
     }
     out
@@ -205,5 +239,32 @@ mod tests {
             strip_placement(&a),
             ["--mode", "buffered", "--sync", "every:10"]
         );
+    }
+
+    /// Defect: B's recipe line gave `--mode` twice, which `run` refuses.
+    #[test]
+    fn b_options_replace_a_options_of_the_same_name() {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let a = v(&[
+            "-m",
+            "mmap",
+            "--threads",
+            "32",
+            "--sync=periodic:10s",
+            "--follow-symlinks",
+        ]);
+        assert_eq!(
+            with_extra(&a, &v(&["--mode", "direct", "--sync", "periodic:1s"])),
+            v(&[
+                "--threads",
+                "32",
+                "--follow-symlinks",
+                "--mode",
+                "direct",
+                "--sync",
+                "periodic:1s"
+            ])
+        );
+        assert_eq!(with_extra(&a, &[]), a);
     }
 }

@@ -5,8 +5,32 @@
 use crate::cmd::advise::outcome::{Figures, Outcome, Verdict};
 use std::fmt::Write as _;
 
-fn factor(l: f64) -> String {
-    format!("×{:.2}", l.exp())
+/// A log ratio as a factor: ln(B/A) −0.69 is `×0.50`.
+pub fn factor(l: f64) -> String {
+    times(l.exp())
+}
+
+/// A ratio as a factor, `×0.37`; below 0.1 with three decimals (`×0.005`)
+/// so that a hundredfold drop does not read `×0.00`.
+pub fn times(r: f64) -> String {
+    if r < 0.1 {
+        format!("×{r:.3}")
+    } else {
+        format!("×{r:.2}")
+    }
+}
+
+/// The verdict, its factor and interval, and the noise band, in one line.
+pub fn verdict_line(o: &Outcome) -> String {
+    format!(
+        "{}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %)",
+        verdict_word(o.verdict),
+        o.measure,
+        factor(o.difference),
+        factor(o.interval.0),
+        factor(o.interval.1),
+        (o.noise.exp() - 1.0) * 100.0
+    )
 }
 
 pub fn verdict_word(v: Verdict) -> &'static str {
@@ -20,16 +44,7 @@ pub fn verdict_word(v: Verdict) -> &'static str {
 /// The text `trial` prints.
 pub fn render(o: &Outcome) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "verdict: {}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %)",
-        verdict_word(o.verdict),
-        o.measure,
-        factor(o.difference),
-        factor(o.interval.0),
-        factor(o.interval.1),
-        (o.noise.exp() - 1.0) * 100.0
-    );
+    let _ = writeln!(s, "verdict: {}", verdict_line(o));
     let (a, b) = (&o.before, &o.after);
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row = |name: &str, f: &dyn Fn(&Figures) -> String| {
@@ -46,8 +61,9 @@ pub fn render(o: &Outcome) -> String {
         .keys()
         .chain(b.stall_ms_per_gib.keys())
         .collect();
-    let total = |f: &Figures| f.stall_ms_per_gib.values().sum::<f64>();
-    row("stall ms/GiB, all causes", &|f| format!("{:.0}", total(f)));
+    row("stall ms/GiB, all causes", &|f| {
+        format!("{:.0}", f.stall_total())
+    });
     for c in causes {
         let v = |f: &Figures| format!("{:.0}", f.stall_ms_per_gib.get(c).copied().unwrap_or(0.0));
         row(&format!("  {c}"), &v);
@@ -61,6 +77,9 @@ pub fn render(o: &Outcome) -> String {
     });
     row("MiB/s (share of offered)", &|f| {
         format!("{:.1} ({:.0} %)", f.mib_per_s, f.achieved_share * 100.0)
+    });
+    row("seconds at 0 MiB/s (median)", &|f| {
+        format!("{:.0}", f.zero_s)
     });
     row("peak dirty+writeback MiB", &|f| {
         format!("{}", f.peak_dirty_kib >> 10)
@@ -93,6 +112,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn small_factors_keep_their_digits() {
+        assert_eq!(times(0.0046), "×0.005");
+        assert_eq!(times(0.37), "×0.37");
+        assert_eq!(factor(2f64.ln()), "×2.00");
+    }
+
+    #[test]
     fn the_text_has_the_verdict_the_figures_and_the_recipe() {
         let fig = |sync: f64, p: f64| Figures {
             stall_ms_per_gib: [("sync".to_string(), sync)].into_iter().collect(),
@@ -102,6 +128,7 @@ mod tests {
             achieved_share: 1.0,
             mib_per_s: 14.9,
             peak_dirty_kib: 512 << 10,
+            zero_s: 2.0,
             runs: 9,
             open_loop: true,
         };
@@ -132,6 +159,11 @@ mod tests {
         assert!(sync.ends_with("40000           10000"), "{t}");
         assert!(t.contains("p99.9 ms (open loop)"), "{t}");
         assert!(t.contains("peak dirty+writeback MiB"), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("seconds at 0 MiB/s") && l.ends_with("2               2")),
+            "{t}"
+        );
         assert!(t.contains("note: few ops"), "{t}");
         assert!(
             t.ends_with("recipe:\n  stallscope lab up\n  stallscope lab down\n"),

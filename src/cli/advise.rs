@@ -1,0 +1,209 @@
+//! `stallscope advise` and `stallscope trial`: their arguments, examples,
+//! and the parsers of a trial's settings and its workload's `run` options.
+
+use super::{Cli, Command, WorkloadArgs};
+use crate::base::units::Dur;
+use crate::config::Config;
+use clap::{Args, Parser};
+use std::path::PathBuf;
+
+pub(super) const ADVISE_EXAMPLES: &str = "Examples:
+  stallscope run --target /data --record run.jsonl --duration 2m
+  stallscope advise run.jsonl
+      the cards, by cause; each says what to write where, e.g.
+      echo 33554432 > /sys/class/bdi/8:0/max_bytes
+  stallscope advise run.jsonl --format json | jq '.proposals[] | select(.gate == null) | .treatment'
+      what each card that applies here writes: sysctls, sysfs files (a device's
+      max_bytes with its strict_limit), mount options, the run's own options
+  sudo stallscope run --observe-name postgres --record pg.jsonl --duration 60s
+  stallscope advise pg.jsonl
+      PostgreSQL's own settings come as `direction`: the lab runs our writers, not it
+
+Verified in the lab (root): record on a lab, then try the cards on it
+  sudo stallscope lab up --fs xfs --cap 20MiB --dirty-bytes 256MiB
+  sudo stallscope run --preset cassandra-commitlog --target /var/tmp/stallscope-lab/mnt/xfs \\
+      --duration 60s --record cl.jsonl
+  sudo stallscope advise cl.jsonl --try --pairs 6 --run-secs 20
+      every card the lab can apply, each an A/A pair then 6 A/B pairs of 20 s
+      (about 5 minutes a card); each becomes `verified` with its verdict
+      (improved, no_change, worse), before/after figures, interval and recipe
+  sudo stallscope advise cl.jsonl --try --card 2 --measure max --format json
+      only card 2, judged on the longest stall
+A recording made elsewhere: advise --try says how the lab differs and prints
+the `stallscope lab up` command that makes one shaped like it.
+
+Advice is only as good as the diagnosis: record as root, so tracing says why
+each stall happened. Without --try nothing is changed on this machine; with
+it, each change is put back after every B run, on Ctrl-C and SIGTERM. Exit
+codes: 0 ok, 1 runtime error, 2 bad input (a missing or unreadable
+recording; --try: a card that cannot be tried, no lab or one of another
+shape, --pairs below 6, not root).";
+
+/// `stallscope advise`.
+#[derive(Args, Debug, Clone)]
+pub struct AdviseArgs {
+    /// A file written by --record (plain, .gz, or .zst), or what `run --format jsonl` printed (not with --try).
+    pub recording: PathBuf,
+    /// text: cards grouped by cause, 80 columns; json: {"proposals":[…]} for scripts.
+    #[arg(long, value_enum, default_value_t = crate::cmd::advise::Format::Text)]
+    pub format: crate::cmd::advise::Format,
+    /// Try each card the lab can apply (root, on a lab shaped like the recording) and mark it verified with the verdict.
+    #[arg(long = "try")]
+    pub try_cards: bool,
+    /// With --try: only card N (as the text numbers them); repeat for several.
+    #[arg(long = "card", value_name = "N", requires = "try_cards")]
+    pub cards: Vec<usize>,
+    /// With --try: how each card's trial runs.
+    #[command(flatten)]
+    pub lab: LabRunArgs,
+}
+
+impl AdviseArgs {
+    /// The options of `--try`; None without it.
+    pub fn try_options(&self) -> Option<crate::cmd::advise::tries::TryOptions> {
+        self.try_cards
+            .then(|| crate::cmd::advise::tries::TryOptions {
+                cards: self.cards.clone(),
+                trial: self.lab.options(true),
+                with_args: with_run_args,
+            })
+    }
+}
+
+/// How a trial runs in the lab: `trial`'s and `advise --try`'s.
+#[derive(Args, Debug, Clone)]
+pub struct LabRunArgs {
+    /// A/B pairs after the A/A pair (at least 6).
+    #[arg(long, default_value_t = crate::cmd::advise::trial::DEFAULT_PAIRS)]
+    pub pairs: usize,
+    /// Each run's length (e.g. 20s, 2m) [default: the dirty setpoint reached 3 times, at least 10 000 ops].
+    #[arg(long, value_name = "DUR")]
+    pub run_secs: Option<Dur>,
+    /// What the verdict is decided on: stall (stall time per GiB), p999, max (longest stall), zero (seconds at 0 MiB/s).
+    #[arg(long, value_enum, default_value = "stall")]
+    pub measure: TrialMeasure,
+    /// The DIR given to lab up.
+    #[arg(long, value_name = "DIR", default_value = crate::cmd::lab::cmd::DEFAULT_DIR)]
+    pub lab_dir: PathBuf,
+    /// Which of the lab's filesystems [default: trial, its first; advise --try, the one of the recorded target's type].
+    #[arg(long, value_name = "DIR")]
+    pub target: Option<PathBuf>,
+}
+
+impl LabRunArgs {
+    pub fn options(&self, drain: bool) -> crate::cmd::advise::trial::TrialOptions {
+        crate::cmd::advise::trial::TrialOptions {
+            lab_dir: self.lab_dir.clone(),
+            target: self.target.clone(),
+            pairs: self.pairs,
+            run_secs: self.run_secs.map(|d| d.0),
+            measure: self.measure.measure(),
+            drain,
+        }
+    }
+}
+
+pub(super) const TRIAL_EXAMPLES: &str = "Examples:
+  stallscope lab up --fs ext4 --cap 20MiB --dirty-bytes 1GiB
+  stallscope trial --setting /sys/class/bdi/{bdi}/max_bytes=33554432 \\
+      --setting /sys/class/bdi/{bdi}/strict_limit=1 --run-secs 30 -- \\
+      --mode buffered --threads 1 --record-size 64KiB --sync every:1600 --rate 240
+  stallscope trial --setting vm.dirty_background_bytes=16777216 --format json -- --mode buffered
+  ({bdi} is the lab device's major:minor.)";
+
+/// `stallscope trial`.
+#[derive(Args, Debug, Clone)]
+pub struct TrialArgs {
+    /// KNOB=VALUE for B: a sysctl (vm.dirty_background_bytes=16777216) or a sysfs file (/sys/class/bdi/{bdi}/max_bytes=33554432); repeat, applied in order.
+    #[arg(long = "setting", value_name = "KNOB=VALUE", value_parser = parse_setting)]
+    pub settings: Vec<crate::cmd::advise::treatment::Setting>,
+    /// For B, remount the lab's filesystem with this option added (e.g. commit=1); repeat.
+    #[arg(long = "mount-option", value_name = "OPT")]
+    pub mount_options: Vec<String>,
+    /// For B, these `run` options added to the workload's (one string, e.g. "--mode direct").
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub run_args: Option<String>,
+    #[command(flatten)]
+    pub lab: LabRunArgs,
+    /// Output: text, or the outcome as JSON.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TrialFormat,
+    /// Do not sync and wait for dirty data to drain before each run.
+    #[arg(long)]
+    pub no_drain: bool,
+    /// The workload: `stallscope run` options.
+    #[arg(last = true, value_name = "RUN OPTIONS")]
+    pub workload: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrialMeasure {
+    Stall,
+    P999,
+    Max,
+    Zero,
+}
+
+impl TrialMeasure {
+    pub fn measure(self) -> crate::cmd::advise::trial::Measure {
+        use crate::cmd::advise::trial::Measure;
+        match self {
+            TrialMeasure::Stall => Measure::StallTime,
+            TrialMeasure::P999 => Measure::P999,
+            TrialMeasure::Max => Measure::MaxStall,
+            TrialMeasure::Zero => Measure::ZeroSeconds,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrialFormat {
+    Text,
+    Json,
+}
+
+/// `KNOB=VALUE`: a path (starting with `/`) is a sysfs file, else a sysctl.
+pub fn parse_setting(s: &str) -> Result<crate::cmd::advise::treatment::Setting, String> {
+    use crate::cmd::advise::treatment::Setting;
+    let (k, v) = s
+        .split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| format!("'{s}' is not KNOB=VALUE"))?;
+    Ok(if k.starts_with('/') {
+        Setting::Sysfs {
+            path: k.into(),
+            value: v.to_string(),
+        }
+    } else {
+        Setting::Sysctl {
+            name: k.to_string(),
+            value: v.to_string(),
+        }
+    })
+}
+
+/// `run` options parsed as `stallscope run` parses them.
+pub fn run_args(args: &[String]) -> Result<WorkloadArgs, crate::base::error::UsageError> {
+    let argv = ["stallscope", "run"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command: Some(Command::Run(w)),
+            ..
+        }) => Ok(w),
+        Ok(_) => Err(crate::base::error::UsageError::new("not run options")),
+        Err(e) => Err(crate::base::error::UsageError::new(format!(
+            "the workload's run options: {}",
+            e.render().to_string().lines().next().unwrap_or_default()
+        ))),
+    }
+}
+
+/// `cfg` with `args` (run options) over it: what a trial's B runs.
+pub fn with_run_args(cfg: &Config, args: &[String]) -> anyhow::Result<Config> {
+    let mut c = cfg.clone();
+    run_args(args)?.apply(&mut c);
+    Ok(c)
+}
