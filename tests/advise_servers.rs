@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::bin;
+use common::{bin, run_ok};
 use serde_json::Value;
 
 const FIXTURE: &str = concat!(
@@ -25,15 +25,7 @@ const PG_KNOBS: [&str; 3] = [
 ];
 
 fn advise(format: &str) -> String {
-    let out = bin()
-        .args(["advise", FIXTURE, "--format", format])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(bin().args(["advise", FIXTURE, "--format", format]));
     String::from_utf8(out.stdout).unwrap()
 }
 
