@@ -18,7 +18,7 @@ mod common;
 
 use common::machine::{device_of, Machine};
 use common::temp_lab::TempLab;
-use common::{bin, have, need_root, skip};
+use common::{bin, have, need_root, run_ok, skip};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -172,17 +172,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn run_once(seed: &Seed, mnt: &Path) -> Figures {
     let ok = Command::new("sync").arg("-f").arg(mnt).status().unwrap();
     assert!(ok.success(), "sync -f {}", mnt.display());
-    let out = bin()
-        .arg("run")
-        .arg("--target")
-        .arg(mnt)
-        .args(seed.run)
-        .args(["--duration", &format!("{}s", seed.secs)])
-        .args(["--format", "jsonl"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let out = run_ok(
+        bin()
+            .arg("run")
+            .arg("--target")
+            .arg(mnt)
+            .args(seed.run)
+            .args(["--duration", &format!("{}s", seed.secs)])
+            .args(["--format", "jsonl"]),
+    );
     figures(&String::from_utf8_lossy(&out.stdout), seed.causes)
 }
 

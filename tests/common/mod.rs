@@ -21,6 +21,17 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stallscope"))
 }
 
+/// Runs `cmd` to its end; panics with its stderr unless it succeeded.
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }

@@ -15,17 +15,12 @@ impl TempLab {
     pub fn up(args: &[&str]) -> TempLab {
         let base = tempfile::tempdir_in("/var/tmp").unwrap();
         let dir = base.path().join("lab");
-        let out = super::bin()
-            .args(["lab", "up"])
-            .args(args)
-            .arg("--dir")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        super::run_ok(
+            super::bin()
+                .args(["lab", "up"])
+                .args(args)
+                .arg("--dir")
+                .arg(&dir),
         );
         TempLab { dir, _base: base }
     }
