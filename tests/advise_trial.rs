@@ -1,8 +1,9 @@
 //! Root-only: a trial (`stallscope trial`) puts back everything it
 //! changed — when it ends by itself, when it gets SIGTERM in the middle of
 //! a B run, and (through `lab down`) when it is killed with SIGKILL there,
-//! tracefs included; and a placebo trial (a knob set to the value it has)
-//! says no_change. These change global state, so they run one at a time.
+//! tracefs included; a placebo trial (a knob set to the value it has)
+//! says no_change; and `advise --try` stopped by SIGTERM in a card's B run
+//! puts it back too. These change global state, so they run one at a time.
 //! Without root each says it skipped (and fails under
 //! STALLSCOPE_REQUIRE_ROOT_TESTS=1, as in CI).
 
@@ -235,4 +236,117 @@ fn a_placebo_trial_says_no_change_and_leaves_the_machine_as_it_was() {
     let recipe = o["recipe"].as_str().unwrap();
     assert!(recipe.contains(&format!("sysctl -w {same}")), "{recipe}");
     down_and_as_before(&lab);
+}
+
+/// `advise --try` on a recording made on the lab: the device-limit card is
+/// tried by the trial engine, and SIGTERM in the middle of its B run puts
+/// everything back (the cards are still printed, the error says it was
+/// interrupted).
+#[test]
+fn advise_try_terminated_mid_card_puts_back_what_it_changed() {
+    let Some(lab) = lab("advise_try_terminated_mid_card_puts_back_what_it_changed") else {
+        return;
+    };
+    let lab_bg = background();
+    let (rec, n) = record_on_lab(&lab);
+    let mut child = bin()
+        .arg("advise")
+        .arg(&rec)
+        .args([
+            "--try",
+            "--card",
+            &n.to_string(),
+            "--pairs",
+            "6",
+            "--run-secs",
+            "2",
+        ])
+        .arg("--lab-dir")
+        .arg(&lab.dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let state = lab.dir.join("state.json");
+    let t0 = Instant::now();
+    loop {
+        let s = std::fs::read_to_string(&state).unwrap_or_default();
+        if s.contains("\"trial\"") && strict_limit(&lab) == "1" {
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "advise --try ended before a B run: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "no B run within 3 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(text.contains("--try: interrupted"), "{text}");
+    assert!(
+        !text.contains("verified"),
+        "no card verified without its numbers: {text}"
+    );
+    assert_eq!(strict_limit(&lab), "0", "{err}");
+    assert_eq!(background(), lab_bg);
+    let st = std::fs::read_to_string(&state).unwrap();
+    assert!(!st.contains("\"trial\""), "no trial step left: {st}");
+    std::fs::remove_file(&rec).unwrap();
+    down_and_as_before(&lab);
+}
+
+/// A recording made on the lab, and the number of its device-limit card.
+/// Unthrottled buffered writers fill the 128 MiB dirty limit at once and
+/// throttle at the cap for the rest: dirty_throttle stalls, and the device
+/// writes back at the cap, as the recording must show for `--try`.
+fn record_on_lab(lab: &Lab) -> (PathBuf, usize) {
+    let rec = lab.dir.join("rec.jsonl");
+    let out = bin()
+        .args([
+            "run",
+            "--mode",
+            "buffered",
+            "--threads",
+            "2",
+            "--duration",
+            "8s",
+        ])
+        .arg("--target")
+        .arg(lab.dir.join("mnt/ext4"))
+        .arg("--record")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = bin()
+        .arg("advise")
+        .arg(&rec)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let n = v["proposals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["knob"].as_str().unwrap().ends_with("/max_bytes") && c["gate"].is_null())
+        .unwrap_or_else(|| panic!("no device-limit card: {v:#}"))
+        + 1;
+    (rec, n)
 }
