@@ -464,6 +464,9 @@ pub struct TrialArgs {
     /// Do not sync and wait for dirty data to drain before each run.
     #[arg(long)]
     pub no_drain: bool,
+    /// Also draw an A run and a B run (each its side's median) on one time axis: write latency p50/p99/p99.9 per interval and the stall lanes by cause.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// The workload: `stallscope run` options.
     #[arg(last = true, value_name = "RUN OPTIONS")]
     pub workload: Vec<String>,

@@ -17,11 +17,10 @@ pub fn verdict_word(v: Verdict) -> &'static str {
     }
 }
 
-/// The text `trial` prints.
-pub fn render(o: &Outcome) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
+/// "verdict: improved  ln(B/A) of … ×0.52 (95 % interval …), noise band
+/// ±8 % …": the text's first line and the chart's.
+pub fn verdict_line(o: &Outcome) -> String {
+    format!(
         "verdict: {}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %)",
         verdict_word(o.verdict),
         o.measure,
@@ -29,7 +28,13 @@ pub fn render(o: &Outcome) -> String {
         factor(o.interval.0),
         factor(o.interval.1),
         (o.noise.exp() - 1.0) * 100.0
-    );
+    )
+}
+
+/// The text `trial` prints.
+pub fn render(o: &Outcome) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", verdict_line(o));
     let (a, b) = (&o.before, &o.after);
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row = |name: &str, f: &dyn Fn(&Figures) -> String| {
