@@ -302,6 +302,29 @@ mod tests {
         assert_eq!(left.len(), 1, "no temporary file left");
     }
 
+    /// Writes a sample chart (30 s runs) to `$STALLSCOPE_SAMPLE_DIR`, to
+    /// look at.
+    #[test]
+    #[ignore]
+    fn write_sample_chart() {
+        let dir = std::env::var("STALLSCOPE_SAMPLE_DIR").expect("STALLSCOPE_SAMPLE_DIR");
+        let throttles: Vec<(f64, u64, Cause)> = (0..12)
+            .map(|i| (4.0 + f64::from(i) * 2.1, 900, Cause::DirtyThrottle))
+            .chain([(12.0, 2500, Cause::Sync)])
+            .collect();
+        let a = run(30, 40_000, &throttles);
+        let b = run(30, 3_000, &[(9.0, 120, Cause::WritebackWait)]);
+        let t = Treatment {
+            settings: vec![Setting::Sysfs {
+                path: "/sys/class/bdi/7:0/max_bytes".into(),
+                value: "33554432".into(),
+            }],
+        };
+        let path = std::path::Path::new(&dir).join("trial-sample.svg");
+        write_snapshots(&path, &outcome(), &t, (&a, &b), Duration::from_secs(30)).unwrap();
+        println!("{}", path.display());
+    }
+
     #[test]
     fn nothing_is_written_when_there_is_nothing_to_draw_or_nowhere_to_put_it() {
         let dir = tempfile::tempdir().unwrap();
