@@ -287,7 +287,7 @@ fn trial(
         TrialFormat::Json => println!("{}", serde_json::to_string_pretty(&c.outcome)?),
     }
     if let Some(svg) = &a.svg {
-        t::svg::write(svg, &c.outcome, &treatment, &c.a, &c.b)?;
+        t::svg::write(svg, &c.outcome, &c.treatment, &c.a, &c.b)?;
         eprintln!("stallscope: wrote {}", svg.display());
     }
     Ok(())

@@ -172,6 +172,8 @@ pub fn try_proposal(
 /// (`svg::write`).
 pub struct Charted {
     pub outcome: Outcome,
+    /// The treatment as applied: `{bdi}` filled in.
+    pub treatment: Treatment,
     pub a: svg::Shown,
     pub b: svg::Shown,
 }
@@ -219,6 +221,9 @@ pub fn try_charted(
     let measured: Vec<(Side, f64)> = runs.iter().map(|(s, _, f)| (*s, o.measure.of(f))).collect();
     Ok(Charted {
         outcome: conclude::outcome(&t, o, &runs),
+        treatment: Treatment {
+            settings: t.settings.clone(),
+        },
         a: svg::pick(&measured, &traces, Side::A, o.measure),
         b: svg::pick(&measured, &traces, Side::B, o.measure),
     })
