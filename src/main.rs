@@ -273,15 +273,21 @@ fn trial(
         .into());
     }
     let o = a.lab.options(!a.no_drain);
+    if let Some(svg) = &a.svg {
+        stallscope::cmd::outfile::check_dir(svg)?;
+    }
+    let treatment = Treatment { settings };
     let mut line = t::progress::Line::default();
-    let r = t::try_proposal(&workload, &Treatment { settings }, &o, stop, &mut |s| {
-        line.show(s)
-    });
+    let r = t::try_charted(&workload, &treatment, &o, stop, &mut |s| line.show(s));
     line.finish();
-    let outcome = r?;
+    let c = r?;
     match a.format {
-        TrialFormat::Text => print!("{}", t::show::render(&outcome)),
-        TrialFormat::Json => println!("{}", serde_json::to_string_pretty(&outcome)?),
+        TrialFormat::Text => print!("{}", t::show::render(&c.outcome)),
+        TrialFormat::Json => println!("{}", serde_json::to_string_pretty(&c.outcome)?),
+    }
+    if let Some(svg) = &a.svg {
+        t::svg::write(svg, &c.outcome, &c.treatment, &c.a, &c.b)?;
+        eprintln!("stallscope: wrote {}", svg.display());
     }
     Ok(())
 }

@@ -29,6 +29,8 @@ Verified in the lab (root): record on a lab, then try the cards on it
       (improved, no_change, worse), before/after figures, interval and recipe
   sudo stallscope advise cl.jsonl --try --card 2 --measure max --format json
       only card 2, judged on the longest stall
+  sudo stallscope advise cl.jsonl --try --card 1 --card 2 --svg cl.svg
+      and each card's before/after chart: cl-card1.svg, cl-card2.svg
 A recording made elsewhere: advise --try says how the lab differs and prints
 the `stallscope lab up` command that makes one shaped like it.
 
@@ -53,6 +55,9 @@ pub struct AdviseArgs {
     /// With --try: only card N (as the text numbers them); repeat for several.
     #[arg(long = "card", value_name = "N", requires = "try_cards")]
     pub cards: Vec<usize>,
+    /// With --try: each tried card's before/after chart (an A and a B run on one time axis); with several cards, FILE-cardN.svg each.
+    #[arg(long, value_name = "FILE", requires = "try_cards")]
+    pub svg: Option<PathBuf>,
     /// With --try: how each card's trial runs.
     #[command(flatten)]
     pub lab: LabRunArgs,
@@ -64,6 +69,7 @@ impl AdviseArgs {
         self.try_cards
             .then(|| crate::cmd::advise::tries::TryOptions {
                 cards: self.cards.clone(),
+                svg: self.svg.clone(),
                 trial: self.lab.options(true),
                 with_args: with_run_args,
             })
@@ -131,6 +137,9 @@ pub struct TrialArgs {
     /// Do not sync and wait for dirty data to drain before each run.
     #[arg(long)]
     pub no_drain: bool,
+    /// Also draw an A run and a B run (each its side's median) on one time axis: write latency p50/p99/p99.9 per interval and the stall lanes by cause.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// The workload: `stallscope run` options.
     #[arg(last = true, value_name = "RUN OPTIONS")]
     pub workload: Vec<String>,

@@ -5,6 +5,7 @@ pub mod advise;
 pub mod compare;
 pub mod lab;
 pub mod lanes;
+pub mod outfile;
 pub mod probe;
 pub mod report;
 pub mod report_cmd;

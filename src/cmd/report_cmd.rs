@@ -4,6 +4,7 @@
 
 use crate::base::error::UsageError;
 use crate::base::units::Dur;
+use crate::cmd::outfile::write_atomic;
 use crate::cmd::report::{render_csv, render_svg, render_text, summarize, ReportInput};
 use crate::sink::recording::PRINTED_NOTE;
 use std::path::Path;
@@ -93,13 +94,4 @@ fn printed_workload(h: &crate::sink::recording::Header) -> String {
         (true, _) => format!("observing {}", observed.join(", ")),
         (false, false) => format!("{writers}; observing {}", observed.join(", ")),
     }
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("stallscope-tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!("{}: {e}", path.display())
-    })
 }

@@ -22,7 +22,7 @@ mod table;
 mod tests;
 
 pub use drain::drain;
-pub use one_run::run_config;
+pub use one_run::{run_config, END_SLACK_S};
 pub use table::render_table;
 
 use crate::config::{Config, Mode};

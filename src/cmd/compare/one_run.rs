@@ -205,7 +205,7 @@ pub(super) fn failed(v: &Variant, why: String) -> RunResult {
 
 /// Intervals ending more than this past `each` hold only ops that finished
 /// while the writers stopped: in the summary, not in the rates or the chart.
-pub(super) const END_SLACK_S: f64 = 1e-6;
+pub const END_SLACK_S: f64 = 1e-6;
 
 fn result_of(
     v: &Variant,

@@ -155,14 +155,7 @@ pub(super) fn check(opts: &CompareOptions, plan: &[Variant]) -> Result<(), Usage
         }
     }
     if let Some(svg) = &opts.svg {
-        let dir = svg
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        if !dir.is_dir() {
-            let msg = format!("{}: {} is not a directory", svg.display(), dir.display());
-            return Err(UsageError::new(msg));
-        }
+        crate::cmd::outfile::check_dir(svg)?;
     }
     Ok(())
 }

@@ -128,12 +128,7 @@ pub(super) fn write_svg(
         dirty_by_target: runs.iter().map(|r| dirty_of(&r.snapshots)).collect(),
     };
     let text = render_svg(&input, &summarize(&input)).map_err(anyhow::Error::msg)?;
-    let tmp = out.with_extension("stallscope-tmp");
-    std::fs::write(&tmp, text).map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, out).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!("{}: {e}", out.display())
-    })?;
+    crate::cmd::outfile::write_atomic(out, text.as_bytes())?;
     progress(&format!("wrote {}", out.display()));
     Ok(())
 }

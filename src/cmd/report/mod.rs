@@ -23,7 +23,7 @@ mod svg;
 mod text;
 
 pub use csv::render_csv;
-pub use svg::render_svg;
+pub use svg::{render_before_after, render_svg, BeforeAfter, RunTrace, ShownRun};
 pub use text::render_text;
 
 /// What a report is made from: a recording's targets and snapshots, and the
@@ -294,4 +294,4 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -26,7 +26,7 @@ fn hist(values: &[u64]) -> Histogram<u64> {
     h
 }
 
-pub(super) fn ti(
+pub(crate) fn ti(
     target: usize,
     active: bool,
     mode: Mode,
@@ -52,7 +52,7 @@ pub(super) fn ti(
 }
 
 /// The interval ending at second `i + 1`.
-pub(super) fn snap(i: u64, targets: Vec<TargetInterval>, stalls: Vec<Stall>) -> Snapshot {
+pub(crate) fn snap(i: u64, targets: Vec<TargetInterval>, stalls: Vec<Stall>) -> Snapshot {
     Snapshot {
         index: i,
         t_s: (i + 1) as f64,
@@ -68,7 +68,7 @@ pub(super) fn snap(i: u64, targets: Vec<TargetInterval>, stalls: Vec<Stall>) -> 
     }
 }
 
-pub(super) fn stall(target: usize, start_s: f64, dur_ms: u64, cause: Cause) -> Stall {
+pub(crate) fn stall(target: usize, start_s: f64, dur_ms: u64, cause: Cause) -> Stall {
     Stall {
         ev: Blocked::writer(
             target,

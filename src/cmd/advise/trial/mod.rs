@@ -15,11 +15,13 @@ pub mod progress;
 pub mod recipe;
 mod setup;
 pub mod show;
+pub mod svg;
 pub mod verdict;
 
 use crate::cmd::advise::outcome::Outcome;
 use crate::cmd::advise::treatment::{Setting, Treatment};
 use crate::cmd::compare::{drain, run_config};
+use crate::cmd::report::RunTrace;
 use crate::config::Config;
 use figures::RunFigures;
 use std::path::{Path, PathBuf};
@@ -167,9 +169,32 @@ pub fn try_proposal(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Outcome> {
+    try_charted(workload, treatment, o, stop, progress).map(|c| c.outcome)
+}
+
+/// A finished trial and the run of each side its chart shows
+/// (`svg::write`).
+pub struct Charted {
+    pub outcome: Outcome,
+    /// The treatment as applied: `{bdi}` filled in.
+    pub treatment: Treatment,
+    pub a: svg::Shown,
+    pub b: svg::Shown,
+}
+
+/// `try_proposal`, keeping what the chart needs of every run (its trace,
+/// not its snapshots) and picking each side's median run.
+pub fn try_charted(
+    workload: &Workload,
+    treatment: &Treatment,
+    o: &TrialOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<Charted> {
     let t = setup::prepare(workload, treatment, o)?;
     let plan = schedule(o.pairs);
     let mut runs: Vec<(Side, usize, RunFigures)> = Vec::new();
+    let mut traces = Vec::new();
     let started = Instant::now();
     for (i, &(side, pair)) in plan.iter().enumerate() {
         let eta = progress::eta(i, plan.len(), started.elapsed(), t.run_secs);
@@ -187,7 +212,7 @@ pub fn try_proposal(
         if stop.load(Ordering::Relaxed) {
             anyhow::bail!("interrupted; everything the trial changed is back");
         }
-        let f = one_run(&t, side, &head, stop, progress)?;
+        let (f, trace) = one_run(&t, side, &head, stop, progress)?;
         progress(&format!(
             "{head} done: {:.0} ms/GiB stalled, p99.9 {:.1} ms, {:.1} MiB/s",
             f.stall_total(),
@@ -195,18 +220,28 @@ pub fn try_proposal(
             f.mib_per_s
         ));
         runs.push((side, pair, f));
+        traces.push(trace);
     }
-    Ok(conclude::outcome(&t, o, &runs))
+    let measured: Vec<(Side, f64)> = runs.iter().map(|(s, _, f)| (*s, o.measure.of(f))).collect();
+    Ok(Charted {
+        outcome: conclude::outcome(&t, o, &runs),
+        treatment: Treatment {
+            settings: t.settings.clone(),
+        },
+        a: svg::pick(&measured, &traces, Side::A, o.measure),
+        b: svg::pick(&measured, &traces, Side::B, o.measure),
+    })
 }
 
-/// One run of `side`: B with the treatment applied, put back after.
+/// One run of `side`: B with the treatment applied, put back after. Its
+/// figures, and its trace for the chart.
 fn one_run(
     t: &setup::Trial,
     side: Side,
     head: &str,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
-) -> anyhow::Result<RunFigures> {
+) -> anyhow::Result<(RunFigures, RunTrace)> {
     let (cfg, applied) = match side {
         Side::A => (&t.cfg_a, None),
         Side::B => (
@@ -223,11 +258,8 @@ fn one_run(
     if let Some(e) = r.error {
         anyhow::bail!("{head}: {e}");
     }
-    Ok(figures::of_snapshots(
-        &r.snapshots,
-        0,
-        figures::offered_mib_per_s(cfg),
-    ))
+    let f = figures::of_snapshots(&r.snapshots, 0, figures::offered_mib_per_s(cfg));
+    Ok((f, svg::trace_of(&r.snapshots, t.run_secs)))
 }
 
 /// `{bdi}` in a sysfs path becomes the target's `major:minor`, so a

@@ -1,5 +1,5 @@
 //! `advise --try`: the cards the lab can apply, tried one after the other
-//! by the trial engine (`trial::try_proposal`) on a lab shaped like the
+//! by the trial engine (`trial::try_charted`) on a lab shaped like the
 //! recording, against the recorded workload of our writers; each tried
 //! card becomes `verified` with its outcome.
 //!
@@ -15,7 +15,7 @@ pub mod workload;
 
 use super::card::Proposal;
 use super::diagnosis::{Diagnosis, Stalled, Subject};
-use super::trial::{progress, try_proposal, TrialOptions, WithArgs, Workload, MIN_PAIRS};
+use super::trial::{progress, svg, try_charted, TrialOptions, WithArgs, Workload, MIN_PAIRS};
 use crate::base::error::UsageError;
 use crate::cmd::lab::cap::{cap_words, lab_cap};
 use crate::cmd::lab::down::is_mountpoint;
@@ -25,6 +25,7 @@ use crate::config::Config;
 use crate::source::proc::{resolve_device, ProcRoot};
 use serde::Serialize;
 use shape::{LabFs, LabView, Wanted};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,8 @@ use std::time::{Duration, Instant};
 pub struct TryOptions {
     /// `--card N`: only these (numbered from 1 as the text numbers them).
     pub cards: Vec<usize>,
+    /// `--svg FILE`: each tried card's before/after chart (`chart_path`).
+    pub svg: Option<PathBuf>,
     /// The trial's options; its `target` picks the lab's filesystem.
     pub trial: TrialOptions,
     /// The command line's `run` option parser, for a write-path card.
@@ -52,6 +55,30 @@ pub struct TryReport {
     pub notes: Vec<String>,
     /// Stopped by Ctrl-C or SIGTERM; the cards after stayed untried.
     pub interrupted: bool,
+    /// `--svg`: the before/after charts written, by card.
+    pub charts: Vec<Chart>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Chart {
+    pub card: usize,
+    pub path: PathBuf,
+}
+
+/// Where card `n`'s chart goes: `svg` itself when one card is tried,
+/// else `svg` with `-cardN` before its extension (`cl.svg` → `cl-card2.svg`).
+pub fn chart_path(svg: &Path, n: usize, several: bool) -> PathBuf {
+    if !several {
+        return svg.to_path_buf();
+    }
+    let stem = svg
+        .file_stem()
+        .map_or_else(|| "chart".to_string(), |s| s.to_string_lossy().into_owned());
+    let name = match svg.extension() {
+        Some(e) => format!("{stem}-card{n}.{}", e.to_string_lossy()),
+        None => format!("{stem}-card{n}"),
+    };
+    svg.with_file_name(name)
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -133,13 +160,16 @@ pub fn try_cards(
             Err(wrong) => return Err(misshapen(&want, &o.trial, true, &wrong).into()),
         }
     }
+    if let Some(p) = &o.svg {
+        crate::cmd::outfile::check_dir(p)?;
+    }
     crate::cmd::lab::checks::need_root("advise --try")?;
     report.lab = Some(lab_words(&plan, &lab, &want));
     run_plan(recorded, cards, &plan, o, stop, progress, &mut report);
     Ok(report)
 }
 
-/// Each planned card's trial, one after the other.
+/// Each planned card's trial, one after the other, and its chart.
 fn run_plan(
     recorded: &Config,
     cards: &mut [Proposal],
@@ -182,12 +212,19 @@ fn run_plan(
         };
         let head = format!("card {n} ({}/{}{after}) ", i + 1, plan.len());
         let started = Instant::now();
-        let r = try_proposal(&w, &treatment, &t, stop, &mut |l| {
+        let r = try_charted(&w, &treatment, &t, stop, &mut |l| {
             progress(&format!("{head}{l}"))
         });
         match r {
-            Ok(outcome) => {
-                cards[n - 1].verify(outcome);
+            Ok(c) => {
+                if let Some(p) = &o.svg {
+                    let path = chart_path(p, *n, plan.len() > 1);
+                    match svg::write(&path, &c.outcome, &c.treatment, &c.a, &c.b) {
+                        Ok(()) => report.charts.push(Chart { card: *n, path }),
+                        Err(e) => report.notes.push(format!("card {n}'s chart: {e:#}")),
+                    }
+                }
+                cards[n - 1].verify(c.outcome);
                 report.tried.push(*n);
                 per_card = Some(started.elapsed());
             }
@@ -297,6 +334,13 @@ pub fn render_text(r: &TryReport, pairs: usize) -> String {
         ));
     }
     lines.extend(r.notes.iter().map(|n| format!("--try: {n}")));
+    lines.extend(r.charts.iter().map(|c| {
+        format!(
+            "--try: card {}'s before/after chart: {}",
+            c.card,
+            c.path.display()
+        )
+    }));
     lines.extend(
         r.not_tried
             .iter()
@@ -310,4 +354,37 @@ pub fn render_text(r: &TryReport, pairs: usize) -> String {
     }
     let body: Vec<String> = lines.iter().map(|l| super::text::wrap(l, 2)).collect();
     format!("\n{}\n", body.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_chart_is_the_file_named_several_are_numbered_by_card() {
+        let p = Path::new("/tmp/out/cl.svg");
+        assert_eq!(chart_path(p, 2, false), p);
+        assert_eq!(chart_path(p, 2, true), Path::new("/tmp/out/cl-card2.svg"));
+        assert_eq!(chart_path(Path::new("cl"), 3, true), Path::new("cl-card3"));
+    }
+
+    #[test]
+    fn the_text_names_each_chart_written() {
+        let r = TryReport {
+            lab: Some("xfs at /lab".into()),
+            tried: vec![1, 2],
+            charts: vec![Chart {
+                card: 2,
+                path: "cl-card2.svg".into(),
+            }],
+            notes: vec!["card 1's chart: /nowhere/cl-card1.svg: No such file".into()],
+            ..TryReport::default()
+        };
+        let t = render_text(&r, 6);
+        assert!(
+            t.contains("card 2's before/after chart: cl-card2.svg"),
+            "{t}"
+        );
+        assert!(t.contains("card 1's chart: /nowhere"), "{t}");
+    }
 }

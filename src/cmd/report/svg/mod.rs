@@ -63,6 +63,7 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Line = Vec<Vec<(f64, f64)>>;
 
 /// Everything the chart draws, taken out of the snapshots once.
+#[derive(Default)]
 struct ChartData {
     x0: f64,
     x1: f64,
@@ -456,16 +457,23 @@ fn draw_keys(area: &Area, keys: &[Key], x: i32, mut y: i32) -> Result<i32, Box<d
     Ok(y)
 }
 
-/// Title, then the legend of targets and stall marks; returns the header's
-/// height.
-fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dyn Error>> {
-    let title = format!("stallscope — {}", input.title);
+/// "stallscope — `title`" at the top left, in bold; returns its x, where
+/// the lines under it start.
+fn draw_title(root: &Area, title: &str) -> Result<i32, Box<dyn Error>> {
+    let title = format!("stallscope — {title}");
     let x = Y_LABEL_PX as i32 - 60;
     // A long title gets smaller rather than cut at the edge.
     let room = (WIDTH - RIGHT_PX) as f64 - x as f64;
     let size = (22.0 * room / text_px(&title, 22.0) as f64).clamp(12.0, 22.0);
     let style = (FONT, size).into_font().style(FontStyle::Bold).color(&INK);
     root.draw_text(&title, &style, (x, 10))?;
+    Ok(x)
+}
+
+/// Title, then the legend of targets and stall marks; returns the header's
+/// height.
+fn header(root: &Area, input: &ReportInput, d: &ChartData) -> Result<u32, Box<dyn Error>> {
+    let x = draw_title(root, &input.title)?;
     let n = input.targets.len();
     let keys: Vec<Key> = (0..n)
         .map(|t| {
@@ -726,6 +734,9 @@ fn dirty_per_run_panel(area: &Area, segs: &[Segment], d: &ChartData) -> DrawResu
     }
     marks(&c, segs, d, top, 0.0)
 }
+
+mod before_after;
+pub use before_after::{render_before_after, BeforeAfter, RunTrace, ShownRun};
 
 #[cfg(test)]
 mod tests;

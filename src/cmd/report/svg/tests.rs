@@ -137,15 +137,15 @@ fn overlapping_stalls_of_two_causes_both_show_in_their_lane() {
 
 /// A `<rect>` of the SVG.
 #[derive(Debug)]
-struct Rect {
-    x: i32,
-    y: i32,
-    w: i32,
-    h: i32,
-    fill: String,
+pub(super) struct Rect {
+    pub(super) x: i32,
+    pub(super) y: i32,
+    pub(super) w: i32,
+    pub(super) h: i32,
+    pub(super) fill: String,
 }
 
-fn rects(svg: &str) -> Vec<Rect> {
+pub(super) fn rects(svg: &str) -> Vec<Rect> {
     let attr = |r: &str, name: &str| -> Option<String> {
         let v = r.split(&format!(" {name}=\"")).nth(1)?.split('"').next()?;
         Some(v.to_string())
@@ -173,7 +173,7 @@ fn lane_rows(i: usize) -> (i32, i32) {
     (top + HEIGHT as i32, bottom + HEIGHT as i32)
 }
 
-fn hex((r, g, b): (u8, u8, u8)) -> String {
+pub(super) fn hex((r, g, b): (u8, u8, u8)) -> String {
     format!("#{r:02X}{g:02X}{b:02X}")
 }
 
