@@ -409,7 +409,8 @@ fn check_o_direct(dir: &Path) -> anyhow::Result<()> {
 /// One write path, as seen by the common writer loop.
 pub(crate) trait Workload: Send {
     /// Writes one record. Returns the op kind to book it as (journal mode
-    /// turns a write that waited for room into `JournalWait`).
+    /// turns a write that waited for room into `JournalWait`). `start_ns`
+    /// is when the call began (for the in-flight marker).
     fn write(&mut self, rec: &mut Recorder, start_ns: u64) -> io::Result<OpKind>;
     /// Work after the op is acknowledged (journal apply); not in its latency.
     fn after_ack(&mut self) -> io::Result<()> {
@@ -442,7 +443,6 @@ fn sleep_unless_stopped(ctx: &ThreadCtx, d: Duration) {
 struct Pace {
     period_ns: u64,
     intended: u64,
-    threshold_ns: u64,
 }
 
 impl Pace {
@@ -457,22 +457,16 @@ impl Pace {
         Pace {
             period_ns,
             intended: now,
-            threshold_ns: ctx.timing.threshold.as_nanos() as u64,
         }
     }
 
-    /// Begins the next op: waits for its slot when rate-limited. Returns its
-    /// start and whether it starts late (a previous op blocked); a late op
-    /// inherits the kind of what blocked it.
+    /// Begins the next op: waits for its slot when rate-limited. Returns
+    /// the start its latency counts from (the intended one when
+    /// rate-limited; the call's own start is `rec.call_start()`).
     #[inline]
-    fn begin(
-        &mut self,
-        ctx: &ThreadCtx,
-        rec: &mut Recorder,
-        blocked_by: Option<OpKind>,
-    ) -> (u64, bool) {
+    fn begin(&mut self, ctx: &ThreadCtx, rec: &mut Recorder) -> u64 {
         if self.period_ns == 0 {
-            return (rec.begin(OpKind::Write), false);
+            return rec.begin(OpKind::Write);
         }
         let now = rec.now_ns();
         if self.intended > now {
@@ -480,10 +474,7 @@ impl Pace {
         }
         let s = self.intended;
         self.intended += self.period_ns;
-        let now = rec.now_ns();
-        let late = now.saturating_sub(s) >= self.threshold_ns;
-        let kind = blocked_by.filter(|_| late).unwrap_or(OpKind::Write);
-        (rec.begin_at(s, now, kind), late)
+        rec.begin_at(s, rec.now_ns(), OpKind::Write)
     }
 }
 
@@ -552,24 +543,12 @@ fn writer_loop<W: Workload>(ctx: &ThreadCtx, mut w: W) {
     let mut since_sync = 0u64;
     let mut full_step = 0u32;
     let rs = ctx.spec.record_size;
-    // Rate-limited ops that start late are late because of an earlier op
-    // that blocked (a full journal, a segment wait): they inherit its kind,
-    // so their latency (counted from the intended start) gets its cause.
-    let mut blocked_by: Option<OpKind> = None;
     while !ctx.stop.load(Relaxed) {
-        let (start, late) = pace.begin(ctx, &mut rec, blocked_by);
+        let start = pace.begin(ctx, &mut rec);
         #[cfg(test)]
         test_hooks(ctx);
-        let res = w.write(&mut rec, start).and_then(|kind| {
-            let kind = match (kind, blocked_by) {
-                (OpKind::Write, Some(b)) if late => b,
-                (k, _) => k,
-            };
-            if kind != OpKind::Write {
-                blocked_by = Some(kind);
-            } else if !late {
-                blocked_by = None;
-            }
+        let call = rec.call_start();
+        let res = w.write(&mut rec, call).and_then(|kind| {
             rec.end(start, kind, rs);
             w.after_ack()
         });

@@ -30,6 +30,9 @@ pub struct Recorder {
     faults: (u64, u64),
     /// The sibling writer whose segment roll the current op waited behind.
     behind: Option<u32>,
+    /// When the current call began: the stall is the call, whatever its
+    /// latency counts from (`begin_at`).
+    call_ns: u64,
     pub inflight: Arc<InFlight>,
 }
 
@@ -55,6 +58,7 @@ impl Recorder {
             next_flush_ns: 0,
             faults: thread_faults(),
             behind: None,
+            call_ns: now,
             inflight,
         };
         r.inflight.set_tid_to_current();
@@ -93,21 +97,34 @@ impl Recorder {
         self.begin_at(now, now, kind)
     }
 
-    /// Like `begin`, but latency counts from `intended_ns` (rate limiting).
+    /// Like `begin`, but latency counts from `intended_ns` (rate limiting:
+    /// an op that starts late because an earlier one blocked has that wait
+    /// in its latency). The call itself begins `now`: a stall is one
+    /// blocking call, so the late ops behind it are not stalls of their own.
     #[inline]
     pub fn begin_at(&mut self, intended_ns: u64, now: u64, kind: OpKind) -> u64 {
         self.maybe_flush(now);
-        self.inflight.enter(intended_ns, kind);
+        self.call_ns = now;
+        self.inflight.enter(now, kind);
         intended_ns
     }
 
-    /// Ends an op that started at `start_ns`; `bytes` counted for writes.
+    /// When the current call began (not its intended start).
+    #[inline]
+    pub fn call_start(&self) -> u64 {
+        self.call_ns
+    }
+
+    /// Ends an op whose latency counts from `start_ns`; `bytes` counted for
+    /// writes. It is a stall when the call (from `call_start`) took the
+    /// threshold or longer.
     #[inline]
     pub fn end(&mut self, start_ns: u64, kind: OpKind, bytes: u64) {
         let now = self.clock.now_ns();
         self.inflight.leave();
         self.maybe_flush(now);
         let dur = now.saturating_sub(start_ns);
+        let call = now.saturating_sub(self.call_ns);
         let behind = self.behind.take();
         let us = (dur / 1000).clamp(1, HIST_MAX_US);
         match kind {
@@ -122,8 +139,8 @@ impl Recorder {
                 self.cur.bytes += bytes;
             }
         }
-        if dur >= self.threshold_ns {
-            let mut b = Blocked::writer(self.target, self.thread, kind, start_ns, dur);
+        if call >= self.threshold_ns {
+            let mut b = Blocked::writer(self.target, self.thread, kind, self.call_ns, call);
             b.behind = behind;
             self.cur.stalls.push(b);
             // Handed over at once (stalls are rare by definition): a thread

@@ -220,3 +220,40 @@ fn held_writers_wait_for_release_with_their_tids_known() {
         .sum();
     assert!(after > 0, "writes after release");
 }
+
+/// Open loop: a rate-limited writer held in one op for 300 ms makes one
+/// stall (the held call), while the ops it started late behind it carry
+/// that wait in their latency (counted from their intended start) and are
+/// no stalls of their own: one stall per blocking call.
+#[test]
+fn a_late_op_has_its_wait_in_latency_but_is_not_a_stall() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        threads: 1,
+        rate: 200,
+        sync: SyncPolicy::None,
+        ..Config::default()
+    };
+    let (spec, timing, handover, rx) = setup(&cfg, dir.path());
+    let eng = Engine::start(&spec, timing, handover).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    spec.hold.store(true, Relaxed);
+    std::thread::sleep(Duration::from_millis(300));
+    spec.hold.store(false, Relaxed);
+    std::thread::sleep(Duration::from_millis(200));
+    eng.stop();
+    let (mut stalls, mut slow_ops) = (Vec::new(), 0);
+    for m in rx.try_iter() {
+        if let Msg::Batch(b) = m {
+            slow_ops += b.hist.count_between(50_000, crate::model::ops::HIST_MAX_US);
+            stalls.extend(b.stalls);
+        }
+    }
+    assert_eq!(stalls.len(), 1, "one stall, the held call: {stalls:?}");
+    assert!(stalls[0].dur() >= 250_000_000, "{:?}", stalls[0]);
+    // 200 ops/s held 300 ms: ~60 ops start late, each ≥ 50 ms behind.
+    assert!(
+        slow_ops >= 20,
+        "late ops' latency from the intended start: {slow_ops}"
+    );
+}
