@@ -799,7 +799,7 @@ fn observed_only(dir: &Path) -> std::path::PathBuf {
 }
 
 /// `advise --try`'s bad input, all before any lab work or root: too few
-/// pairs, no lab (with the `lab up` command that makes one shaped like
+/// pairs, a chart in a folder that is not there, no lab (with the `lab up` command that makes one shaped like
 /// the recording), `--card` without `--try` or naming a card that cannot
 /// be tried.
 #[test]
@@ -823,6 +823,17 @@ fn advise_try_refuses_bad_input_with_exit_2() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--pairs 3 is too few (at least 6"), "{err}");
     assert!(out.is_empty());
+
+    // The chart's folder is checked before the minutes of trials.
+    let (code, err, out) = run(&["--svg", "/nonexistent-dir/cl.svg"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent-dir is not a directory"), "{err}");
+    assert!(out.is_empty());
+    let out = bin()
+        .args(["advise", ADVISE_FIXTURE, "--svg", "x.svg"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--svg needs --try");
 
     let (code, err, out) = run(&[]);
     assert_eq!(code, Some(2), "{err}");

@@ -111,6 +111,9 @@ pub fn try_cards(
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<TryReport> {
     check_pairs(o.trial.pairs)?;
+    if let Some(p) = &o.svg {
+        crate::cmd::outfile::check_dir(p)?;
+    }
     let mut report = TryReport::default();
     let servers: Vec<String> = d
         .subjects
@@ -159,9 +162,6 @@ pub fn try_cards(
             Ok(m) => plan.push((*n, *s, m.clone())),
             Err(wrong) => return Err(misshapen(&want, &o.trial, true, &wrong).into()),
         }
-    }
-    if let Some(p) = &o.svg {
-        crate::cmd::outfile::check_dir(p)?;
     }
     crate::cmd::lab::checks::need_root("advise --try")?;
     report.lab = Some(lab_words(&plan, &lab, &want));
