@@ -163,11 +163,19 @@ pub fn confidence(covered: f64, total: f64) -> Confidence {
 }
 
 /// The kernel stack (detailed by waits on pages under writeback), else
-/// those waits alone.
+/// those waits alone. A stack that shows only a page fault, with no wait
+/// we know of in it, says where the thread was, not why; the thread's
+/// own page-writeback wait events do say why, so they win (btrfs'
+/// `btrfs_page_mkwrite` waits on writeback with no wait frame left in
+/// the stack read mid-stall).
 fn by_stack_and_waits(f: &StallFacts) -> Option<Attribution> {
+    let waited = f.trace.is_some_and(|t| t.wb_waits > 0);
     f.stack
         .and_then(|st| {
             let mut a = by_stack(st)?;
+            if waited && a.cause == Cause::Fault && a.evidence.wait.is_none() {
+                return None;
+            }
             // Its waits on pages under writeback detail a sync's wait.
             if let Some(t) = f.trace.filter(|t| t.wb_waits > 0) {
                 a.evidence.wb_waits = Some(t.wb_waits);
@@ -517,6 +525,43 @@ mod tests {
         assert_eq!(
             (r.cause, r.wait),
             (Some(Cause::Sync), Some("transaction commit"))
+        );
+    }
+
+    /// CI on btrfs: a mmap write's fault, its stack read mid-stall with no
+    /// wait frame left, while the kernel's folio_wait_writeback events for
+    /// the thread covered 453 of its 461 ms. The events name the wait.
+    #[test]
+    fn a_bare_fault_stack_yields_to_the_thread_s_page_writeback_waits() {
+        let stack = "btrfs_page_mkwrite < do_page_mkwrite < do_wp_page < __handle_mm_fault < handle_mm_fault < exc_page_fault < page_fault";
+        let c = Counters::default();
+        let t = ThreadTrace {
+            wb_waits: 1,
+            bdi: Some("btrfs-10".into()),
+            ..ThreadTrace::default()
+        };
+        let mut f = facts(OpKind::Write, Some(&t), &c);
+        f.stack = Some(stack);
+        let a = attribute(&f);
+        assert_eq!(
+            (a.cause, a.confidence),
+            (Cause::WritebackWait, Confidence::High)
+        );
+        assert_eq!(a.evidence.wb_waits, Some(1));
+        assert_eq!(a.evidence.kernel_stack.as_deref(), Some(stack));
+        // Without the waits the same stack is a fault, as before.
+        let none = ThreadTrace::default();
+        f.trace = Some(&none);
+        assert_eq!(attribute(&f).cause, Cause::Fault);
+        // A fault stack that names its own wait keeps it.
+        let locked = "rwsem_down_read_slowpath < btrfs_page_mkwrite < do_page_mkwrite < handle_mm_fault < page_fault";
+        f.trace = Some(&t);
+        f.stack = Some(locked);
+        let a = attribute(&f);
+        assert_eq!(a.cause, Cause::Fault);
+        assert_eq!(
+            a.evidence.wait.as_deref(),
+            Some("lock held by another thread")
         );
     }
 
