@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// improved / no_change / worse, decided on the median paired difference
-/// and its bootstrap 95 % interval against the A/A noise band.
+/// and its bootstrap 95 % interval against the A/A noise band, and on the
+/// pairs' signs (`trial::verdict`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -53,6 +54,11 @@ pub struct Outcome {
     pub interval: (f64, f64),
     /// The A/A pair's difference: the noise band the verdict stands against.
     pub noise: f64,
+    /// A/B pairs with B lower than A, and higher (the sign test's counts).
+    #[serde(default)]
+    pub pairs_lower: usize,
+    #[serde(default)]
+    pub pairs_higher: usize,
     pub before: Figures,
     pub after: Figures,
     /// Where stall time moved to another cause, in words.

@@ -110,6 +110,8 @@ fn a_tried_card_shows_its_numbers() {
         difference: 0.2f64.ln(),
         interval: (0.1f64.ln(), 0.3f64.ln()),
         noise: 1.1f64.ln(),
+        pairs_lower: 6,
+        pairs_higher: 0,
         before: fig(5000.0, 4000.0),
         after: fig(1000.0, 400.0),
         moved: None,

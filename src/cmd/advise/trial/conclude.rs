@@ -56,6 +56,8 @@ pub fn outcome(t: &Trial, o: &TrialOptions, runs: &[(Side, usize, RunFigures)]) 
         difference: d.difference,
         interval: d.interval,
         noise: d.noise,
+        pairs_lower: d.lower,
+        pairs_higher: d.higher,
         before,
         after,
         moved,

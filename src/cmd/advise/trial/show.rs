@@ -23,14 +23,34 @@ pub fn times(r: f64) -> String {
 /// The verdict, its factor and interval, and the noise band, in one line.
 pub fn verdict_line(o: &Outcome) -> String {
     format!(
-        "{}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %)",
+        "{}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %){}",
         verdict_word(o.verdict),
         o.measure,
         factor(o.difference),
         factor(o.interval.0),
         factor(o.interval.1),
-        (o.noise.exp() - 1.0) * 100.0
+        (o.noise.exp() - 1.0) * 100.0,
+        split_within_chance(o).unwrap_or_default()
     )
+}
+
+/// Where the interval and the noise band alone would have given a
+/// verdict but the pairs' split kept it at no_change, that split (the
+/// sign test in `verdict`), so the verdict does not read as a slip.
+fn split_within_chance(o: &Outcome) -> Option<String> {
+    let clear = o.interval.1 < 0.0 || o.interval.0 > 0.0;
+    if o.verdict != Verdict::NoChange || !clear || o.difference.abs() <= o.noise {
+        return None;
+    }
+    let (way, n) = if o.difference < 0.0 {
+        ("lower", o.pairs_lower)
+    } else {
+        ("higher", o.pairs_higher)
+    };
+    let moved = o.pairs_lower + o.pairs_higher;
+    Some(format!(
+        "; B {way} in only {n} of {moved} pairs: within chance (sign test, 5 %)"
+    ))
 }
 
 pub fn verdict_word(v: Verdict) -> &'static str {
@@ -138,6 +158,8 @@ mod tests {
             difference: 0.25f64.ln(),
             interval: (0.2f64.ln(), 0.3f64.ln()),
             noise: 1.1f64.ln(),
+            pairs_lower: 6,
+            pairs_higher: 0,
             before: fig(40_000.0, 900.0),
             after: fig(10_000.0, 300.0),
             moved: None,
@@ -165,6 +187,26 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("note: few ops"), "{t}");
+        // Held at no_change by the pairs' split alone: the line says so.
+        let split = Outcome {
+            verdict: Verdict::NoChange,
+            pairs_lower: 5,
+            pairs_higher: 1,
+            ..o.clone()
+        };
+        assert!(
+            verdict_line(&split).ends_with(
+                "(A/A pair, at least 10 %); B lower in only 5 of 6 pairs: within chance (sign test, 5 %)"
+            ),
+            "{}",
+            verdict_line(&split)
+        );
+        // An interval across zero is reason enough: nothing added.
+        let across = Outcome {
+            interval: (0.5f64.ln(), 1.2f64.ln()),
+            ..split
+        };
+        assert!(verdict_line(&across).ends_with("at least 10 %)"));
         assert!(
             t.ends_with("recipe:\n  stallscope lab up\n  stallscope lab down\n"),
             "{t}"

@@ -178,6 +178,8 @@ mod tests {
             difference: -0.7,
             interval: (-0.9, -0.5),
             noise: 0.05,
+            pairs_lower: 6,
+            pairs_higher: 0,
             before: Figures {
                 open_loop: true,
                 ..Figures::default()
@@ -278,13 +280,15 @@ mod tests {
             "dirty_throttle 2 (2.3 s)",
             "sync 1 (0.3 s)",
             "seconds since the start of the run",
+            "Throughput per interval",
         ] {
             assert!(texts.contains(&want), "{want} in {texts:?}");
         }
         assert!(texts.iter().any(|t| t.starts_with("verdict: improved")));
         assert!(texts.iter().any(|t| t.contains("open loop")));
-        // Each side's p99 and p99.9 as a line across its 10 intervals, in
-        // its colour (A blue, B orange; the keys' samples are 2 points).
+        // Each side's throughput, p99 and p99.9 as a line across its 10
+        // intervals, in its colour (A blue, B orange; the keys' samples
+        // are 2 points).
         for colour in ["#1F77B4", "#FF7F0E"] {
             let long = svg
                 .split("<polyline")
@@ -296,7 +300,7 @@ mod tests {
                     })
                 })
                 .count();
-            assert_eq!(long, 2, "{colour}");
+            assert_eq!(long, 3, "{colour}");
         }
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "no temporary file left");

@@ -1,12 +1,12 @@
 //! The before/after chart (`trial --svg`): runs that each started at 0 s
-//! on one time axis, their write latency percentiles per interval over
-//! their stall lanes by cause. Drawn with the report chart's pieces (its
+//! on one time axis, their throughput and write latency percentiles per
+//! interval over their stall lanes by cause. Drawn with the report chart's pieces (its
 //! panels, keys, lanes and legend), so the two charts read alike.
 
 use super::{
     centre_note, chart, colour, draw_dashed, draw_keys, draw_lanes, draw_line, draw_title,
-    interval_of, lanes_px, log_range, mesh, panel, pieces, text_px, text_style, values, Area,
-    ChartData, DrawResult, Key, Line, INK, LANE_TEXT, TEXT, WIDTH, Y_LABEL_PX,
+    interval_of, lanes_px, linear_top, log_range, mesh, panel, pieces, text_px, text_style, values,
+    Area, ChartData, DrawResult, Key, Line, INK, LANE_TEXT, TEXT, WIDTH, Y_LABEL_PX,
 };
 use crate::cmd::lanes::{cause_legend, stall_lanes, Lane, LaneOf, StallSpan};
 use crate::cmd::report::ReportInput;
@@ -16,8 +16,11 @@ use crate::model::stall::Stall;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-/// The header, the latency panel and its axis; the lanes go under them.
-const HEIGHT: u32 = 620;
+/// The header, the throughput and latency panels and the time axis; the
+/// lanes go under them.
+const HEIGHT: u32 = 820;
+/// Of the panels' height, the throughput panel's (latency gets the rest).
+const THROUGHPUT_PX: u32 = 200;
 
 /// One run as the chart draws it, taken from its snapshots once: a few KB
 /// where the snapshots hold two latency histograms per interval, so a
@@ -27,6 +30,9 @@ pub struct RunTrace {
     /// Per interval of the span: its end (s since the run started) and
     /// its write latency p50, p99, p99.9 in ms (`None`: no write timed).
     pub latency: Vec<(f64, Option<[f64; 3]>)>,
+    /// Per interval: its end and the MiB/s written in it (0 when the
+    /// writers finished no write: the seconds at 0 MiB/s show as such).
+    pub mib: Vec<(f64, f64)>,
     /// Its stalls, clipped to the span (`stall_lanes`).
     pub spans: Vec<StallSpan>,
     /// Per cause its stalls and time (`cause_legend`).
@@ -42,6 +48,13 @@ impl RunTrace {
         let Some((x0, x1)) = input.span() else {
             return RunTrace::default();
         };
+        let mib = input
+            .selected()
+            .filter_map(|s| {
+                let t = interval_of(s, target).filter(|t| t.active)?;
+                Some((s.t_s, t.rates(s.interval_s).mib_per_s))
+            })
+            .collect();
         let latency = input
             .selected()
             .map(|s| {
@@ -62,6 +75,7 @@ impl RunTrace {
         let mut lanes = stall_lanes(&stalls, &names, &[], x0, x1);
         RunTrace {
             latency,
+            mib,
             spans: lanes.swap_remove(target).spans,
             legend: cause_legend(&stalls),
             span: (x0, x1),
@@ -157,8 +171,32 @@ fn draw(root: &Area, c: &BeforeAfter, d: &ChartData) -> DrawResult {
     let (_, body) = root.split_vertically((y + 16) as u32);
     let h = body.dim_in_pixel().1;
     let (plot, lanes) = body.split_vertically(h.saturating_sub(lanes_px(d)));
-    latency_panel(&plot, c, d)?;
+    let (mib, latency) = plot.split_vertically(THROUGHPUT_PX);
+    throughput_panel(&mib, c, d)?;
+    latency_panel(&latency, c, d)?;
     draw_lanes(&lanes, &[], d)
+}
+
+/// Each run's MiB/s per interval in its colour: where one sits at 0 the
+/// writers finished nothing (`--measure zero` counts those seconds).
+fn throughput_panel(area: &Area, c: &BeforeAfter, d: &ChartData) -> DrawResult {
+    let plot = panel(area, d, "Throughput per interval", &[])?;
+    let lines: Vec<Line> = c
+        .runs
+        .iter()
+        .map(|r| pieces(r.trace.mib.iter().map(|&(t, v)| (t, Some(v)))))
+        .collect();
+    let all: Vec<&Line> = lines.iter().collect();
+    let top = linear_top(values(&all));
+    let mut ch = chart(&plot, d, 0.0..top, false)?;
+    mesh(&mut ch, "MiB/s", 5, false)?;
+    for (i, line) in lines.iter().enumerate() {
+        draw_line(&mut ch, line, colour(i).stroke_width(2))?;
+    }
+    if all.iter().all(|l| l.is_empty()) {
+        centre_note(&ch, "nothing written")?;
+    }
+    Ok(())
 }
 
 /// Each run's p99.9 (thick), p99 (thin) and p50 (dashed) in its colour,
@@ -342,6 +380,50 @@ mod tests {
         );
         assert_eq!(within(&sync, lane_y(1)), 1, "B's stall in lane B: {sync:?}");
         assert_eq!(within(&throttle, lane_y(1)) + within(&sync, lane_y(0)), 0);
+    }
+
+    /// A run whose writers finished nothing for seconds (the Ceph seed's
+    /// A): its throughput sits at 0 there, and its one timed interval
+    /// between them still shows, as a dot, where a line of one point
+    /// would draw nothing and leave B's line to look like the worse one.
+    #[test]
+    fn seconds_at_zero_show_and_a_lone_interval_is_a_dot() {
+        let targets = targets();
+        let mut snaps = run(0, 6, &[]);
+        for i in [1, 2, 4, 5] {
+            snaps[i].targets[0] = ti(0, true, Mode::Buffered, 1, &[]);
+        }
+        let t = RunTrace::of(&input(&targets, &snaps), 0);
+        let mib: Vec<f64> = t.mib.iter().map(|m| m.1).collect();
+        assert_eq!(mib.len(), 6);
+        assert!(mib[0] > 0.0 && mib[3] > 0.0, "{mib:?}");
+        assert_eq!([mib[1], mib[2], mib[4], mib[5]], [0.0; 4]);
+        assert!(t.latency[3].1.is_some() && t.latency[2].1.is_none());
+        let c = BeforeAfter {
+            title: "trial".into(),
+            notes: Vec::new(),
+            latency: "Write latency".into(),
+            runs: vec![ShownRun {
+                lane: "A".into(),
+                key: "A".into(),
+                trace: &t,
+            }],
+        };
+        let svg = render_before_after(&c).unwrap();
+        assert!(
+            svg.contains("Throughput per interval"),
+            "the panel's caption"
+        );
+        assert!(svg.contains("MiB/s"));
+        // The lone intervals at 1 s and 4 s: p50, p99 and p99.9 each a
+        // dot in A's colour (the throughput line is one piece).
+        let c0 = hex((31, 119, 180));
+        let dots = svg
+            .split("<circle")
+            .skip(1)
+            .filter(|e| e.contains(&format!("fill=\"{c0}\"")))
+            .count();
+        assert_eq!(dots, 6, "{svg}");
     }
 
     #[test]

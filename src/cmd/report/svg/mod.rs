@@ -574,15 +574,26 @@ fn marks<Y: Ranged<ValueType = f64>>(
     Ok(())
 }
 
+/// Each piece as a line; a piece of one point (a value between two
+/// missing ones) as a dot, which a line of one point would not show.
 fn draw_line<Y: Ranged<ValueType = f64>>(
     c: &mut Chart<'_, '_, Y>,
     line: &Line,
     style: ShapeStyle,
 ) -> DrawResult {
     for piece in line {
-        c.draw_series(LineSeries::new(piece.iter().copied(), style))?;
+        if let [p] = piece.as_slice() {
+            c.draw_series(std::iter::once(dot(*p, style)))?;
+        } else {
+            c.draw_series(LineSeries::new(piece.iter().copied(), style))?;
+        }
     }
     Ok(())
+}
+
+/// A filled dot the line's width (at least 3 px) at `p`.
+fn dot(p: (f64, f64), style: ShapeStyle) -> Circle<(f64, f64), u32> {
+    Circle::new(p, style.stroke_width.max(3), style.filled())
 }
 
 fn draw_dashed<Y: Ranged<ValueType = f64>>(
@@ -591,7 +602,11 @@ fn draw_dashed<Y: Ranged<ValueType = f64>>(
     style: ShapeStyle,
 ) -> DrawResult {
     for piece in line {
-        c.draw_series(DashedLineSeries::new(piece.iter().copied(), 8, 6, style))?;
+        if let [p] = piece.as_slice() {
+            c.draw_series(std::iter::once(dot(*p, style)))?;
+        } else {
+            c.draw_series(DashedLineSeries::new(piece.iter().copied(), 8, 6, style))?;
+        }
     }
     Ok(())
 }
