@@ -5,7 +5,8 @@
 //! when it applies here) and `treatment` (every setting to write, null for
 //! a server's own knob), so a script can apply a card by hand; a tried
 //! card adds `trial` (the measure the verdict is on, the median ln(B/A),
-//! the A/A noise band, where stall time moved, notes and the recipe).
+//! the A/A noise band, the pairs with B lower and higher (the sign test's
+//! counts), where stall time moved, notes and the recipe).
 //! After `--try`, `try` says where the cards were tried and which were not,
 //! and why.
 
@@ -43,6 +44,8 @@ struct Trial<'a> {
     measure: &'a str,
     difference: f64,
     noise: f64,
+    pairs_lower: usize,
+    pairs_higher: usize,
     moved: Option<&'a str>,
     notes: &'a [String],
     recipe: &'a str,
@@ -83,6 +86,8 @@ pub fn render(cards: &[Proposal], report: Option<&TryReport>) -> String {
                         measure: &o.measure,
                         difference: o.difference,
                         noise: o.noise,
+                        pairs_lower: o.pairs_lower,
+                        pairs_higher: o.pairs_higher,
                         moved: o.moved.as_deref(),
                         notes: &o.notes,
                         recipe: &o.recipe,

@@ -154,12 +154,13 @@ fn a_tried_card_shows_its_numbers() {
 
     let v: serde_json::Value = serde_json::from_str(&super::json::render(&cards, None)).unwrap();
     let c = &v["proposals"][1];
-    assert_eq!(c["fidelity"], "verified");
-    assert_eq!(c["verdict"], "improved");
+    assert!(c["fidelity"] == "verified" && c["verdict"] == "improved");
     assert_eq!(c["before"]["max_stall_ms"], 5000.0);
     assert_eq!(c["after"]["p999_ms"], 400.0);
     assert_eq!(c["interval"].as_array().unwrap().len(), 2);
     assert!(c["trial"]["recipe"].as_str().unwrap().contains("lab down"));
+    let t = &c["trial"];
+    assert!(t["pairs_lower"] == 6 && t["pairs_higher"] == 0, "{t}");
     let other = &v["proposals"][0];
     assert!(
         other["verdict"].is_null() && other.get("trial").is_none(),
