@@ -1,7 +1,8 @@
 //! The before/after chart (`trial --svg`): runs that each started at 0 s
 //! on one time axis, their throughput and write latency percentiles per
-//! interval over their stall lanes by cause. Drawn with the report chart's pieces (its
-//! panels, keys, lanes and legend), so the two charts read alike.
+//! interval over their stall lanes by cause. Drawn with the report chart's
+//! pieces (its panels, keys, lanes and legend), so the two charts read
+//! alike.
 
 use super::{
     centre_note, chart, colour, draw_dashed, draw_keys, draw_lanes, draw_line, draw_title,
@@ -31,8 +32,9 @@ pub struct RunTrace {
     /// its write latency p50, p99, p99.9 in ms (`None`: no write timed).
     pub latency: Vec<(f64, Option<[f64; 3]>)>,
     /// Per interval: its end and the MiB/s written in it (0 when the
-    /// writers finished no write: the seconds at 0 MiB/s show as such).
-    pub mib: Vec<(f64, f64)>,
+    /// writers finished no write: the seconds at 0 MiB/s show as such;
+    /// `None` while they were not running).
+    pub mib: Vec<(f64, Option<f64>)>,
     /// Its stalls, clipped to the span (`stall_lanes`).
     pub spans: Vec<StallSpan>,
     /// Per cause its stalls and time (`cause_legend`).
@@ -48,24 +50,18 @@ impl RunTrace {
         let Some((x0, x1)) = input.span() else {
             return RunTrace::default();
         };
-        let mib = input
-            .selected()
-            .filter_map(|s| {
-                let t = interval_of(s, target).filter(|t| t.active)?;
-                Some((s.t_s, t.rates(s.interval_s).mib_per_s))
-            })
-            .collect();
-        let latency = input
+        let (latency, mib) = input
             .selected()
             .map(|s| {
-                let timed = interval_of(s, target).filter(|t| t.active && !t.hist.is_empty());
-                let ms = timed.map(|t| {
+                let active = interval_of(s, target).filter(|t| t.active);
+                let ms = active.filter(|t| !t.hist.is_empty()).map(|t| {
                     let l = LatSummary::of(&t.hist);
                     [l.p50, l.p99, l.p999].map(|us| us as f64 / 1e3)
                 });
-                (s.t_s, ms)
+                let mib = active.map(|t| t.rates(s.interval_s).mib_per_s);
+                ((s.t_s, ms), (s.t_s, mib))
             })
-            .collect();
+            .unzip();
         let stalls: Vec<&Stall> = input
             .stalls()
             .into_iter()
@@ -184,7 +180,7 @@ fn throughput_panel(area: &Area, c: &BeforeAfter, d: &ChartData) -> DrawResult {
     let lines: Vec<Line> = c
         .runs
         .iter()
-        .map(|r| pieces(r.trace.mib.iter().map(|&(t, v)| (t, Some(v)))))
+        .map(|r| pieces(r.trace.mib.iter().copied()))
         .collect();
     let all: Vec<&Line> = lines.iter().collect();
     let top = linear_top(values(&all));
@@ -394,7 +390,7 @@ mod tests {
             snaps[i].targets[0] = ti(0, true, Mode::Buffered, 1, &[]);
         }
         let t = RunTrace::of(&input(&targets, &snaps), 0);
-        let mib: Vec<f64> = t.mib.iter().map(|m| m.1).collect();
+        let mib: Vec<f64> = t.mib.iter().filter_map(|m| m.1).collect();
         assert_eq!(mib.len(), 6);
         assert!(mib[0] > 0.0 && mib[3] > 0.0, "{mib:?}");
         assert_eq!([mib[1], mib[2], mib[4], mib[5]], [0.0; 4]);

@@ -574,26 +574,32 @@ fn marks<Y: Ranged<ValueType = f64>>(
     Ok(())
 }
 
-/// Each piece as a line; a piece of one point (a value between two
-/// missing ones) as a dot, which a line of one point would not show.
+/// Each piece of two points or more as a line (`draw_lone_points` the
+/// rest).
 fn draw_line<Y: Ranged<ValueType = f64>>(
     c: &mut Chart<'_, '_, Y>,
     line: &Line,
     style: ShapeStyle,
 ) -> DrawResult {
-    for piece in line {
-        if let [p] = piece.as_slice() {
-            c.draw_series(std::iter::once(dot(*p, style)))?;
-        } else {
-            c.draw_series(LineSeries::new(piece.iter().copied(), style))?;
-        }
+    for piece in line.iter().filter(|p| p.len() > 1) {
+        c.draw_series(LineSeries::new(piece.iter().copied(), style))?;
     }
-    Ok(())
+    draw_lone_points(c, line, style)
 }
 
-/// A filled dot the line's width (at least 3 px) at `p`.
-fn dot(p: (f64, f64), style: ShapeStyle) -> Circle<(f64, f64), u32> {
-    Circle::new(p, style.stroke_width.max(3), style.filled())
+/// A piece of one point (a value between two missing ones) as a filled
+/// dot the line's width (at least 3 px): a line of one point shows nothing.
+fn draw_lone_points<Y: Ranged<ValueType = f64>>(
+    c: &mut Chart<'_, '_, Y>,
+    line: &Line,
+    style: ShapeStyle,
+) -> DrawResult {
+    let dot = |p: (f64, f64)| Circle::new(p, style.stroke_width.max(3), style.filled());
+    c.draw_series(line.iter().filter_map(|p| match p.as_slice() {
+        [p] => Some(dot(*p)),
+        _ => None,
+    }))?;
+    Ok(())
 }
 
 fn draw_dashed<Y: Ranged<ValueType = f64>>(
@@ -601,14 +607,10 @@ fn draw_dashed<Y: Ranged<ValueType = f64>>(
     line: &Line,
     style: ShapeStyle,
 ) -> DrawResult {
-    for piece in line {
-        if let [p] = piece.as_slice() {
-            c.draw_series(std::iter::once(dot(*p, style)))?;
-        } else {
-            c.draw_series(DashedLineSeries::new(piece.iter().copied(), 8, 6, style))?;
-        }
+    for piece in line.iter().filter(|p| p.len() > 1) {
+        c.draw_series(DashedLineSeries::new(piece.iter().copied(), 8, 6, style))?;
     }
-    Ok(())
+    draw_lone_points(c, line, style)
 }
 
 /// A linear axis from 0 to a little above the largest value.
