@@ -171,8 +171,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # calltime.bt for this kernel: the calls whose sys_enter and sys_exit
-# tracepoints are both there (one probe a line in the script; the last of
-# each list loses its comma). Sets ncalls.
+# tracepoints are both there. Sets ncalls.
+# shellcheck source=scripts/calltime-lib.sh
+. scripts/calltime-lib.sh
 ncalls=0
 if [[ " ${legs[*]} " == *" calltime "* ]]; then
   # shellcheck disable=SC2016 # expanded by the inner sh
@@ -180,15 +181,7 @@ if [[ " ${legs[*]} " == *" calltime "* ]]; then
     with_tracefs 'while read -r c; do [ -d '"$tr"'/events/syscalls/sys_enter_$c ] && [ -d '"$tr"'/events/syscalls/sys_exit_$c ] && echo "$c"; done; true')
   ncalls=${#have[@]}
   [ "$ncalls" -gt 0 ] || { echo "this kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS): drop calltime" >&2; exit 1; }
-  awk -v have=" ${have[*]} " '
-    function flush() { if (n) { sub(/,$/, "", buf[n]); for (i = 1; i <= n; i++) print buf[i]; n = 0 } }
-    /^tracepoint:syscalls:sys_(enter|exit)_[a-z0-9_]+,?$/ {
-      c = $0; sub(/^tracepoint:syscalls:sys_(enter|exit)_/, "", c); sub(/,$/, "", c)
-      if (index(have, " " c " ")) buf[++n] = $0 (/,$/ ? "" : ",")
-      next
-    }
-    { flush(); print }
-    END { flush() }' scripts/calltime.bt >"$out/calltime.bt"
+  calltime_for "${have[*]}" "$out/calltime.bt"
 fi
 
 # Call boundaries as stallscope sees them (probe's row), for the header.

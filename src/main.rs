@@ -65,6 +65,9 @@ fn run(
         return Ok(());
     }
     let cfg = stallscope::cli::layered(config, args)?;
+    if !wait_for_observed(&cfg, args, stop)? {
+        return Ok(());
+    }
     let mut metrics = stallscope::sink::metrics::start(args.metrics_listen)?;
     let stdout = std::io::stdout().lock();
     let mut printer = Printer::new(std::io::BufWriter::new(stdout), cfg.format);
@@ -143,6 +146,9 @@ fn dashboard(
         return Ok(());
     }
     let cfg = stallscope::cli::layered(config, workload)?;
+    if !wait_for_observed(&cfg, workload, &stop)? {
+        return Ok(());
+    }
     stallscope::tui::term::run_dashboard(
         &cfg,
         &ui.options(),
@@ -150,6 +156,32 @@ fn dashboard(
         workload.metrics_listen,
         stop,
     )
+}
+
+/// `--wait`: until the processes to observe run (false: stopped first).
+/// Without it, a missing one is the session's error.
+fn wait_for_observed(
+    cfg: &stallscope::config::Config,
+    args: &stallscope::cli::WorkloadArgs,
+    stop: &AtomicBool,
+) -> anyhow::Result<bool> {
+    if !args.wait {
+        return Ok(true);
+    }
+    if cfg.observe.is_empty() && cfg.observe_name.is_empty() {
+        return Err(stallscope::base::error::UsageError::new(
+            "--wait waits for a process to observe: give --observe-name NAME or --observe PID",
+        )
+        .into());
+    }
+    Ok(stallscope::source::observe::wait_for(
+        std::path::Path::new("/proc"),
+        &cfg.observe,
+        &cfg.observe_name,
+        std::time::Duration::from_millis(100),
+        stop,
+        &mut |line| eprintln!("stallscope: {line}"),
+    ))
 }
 
 /// `--preset list`: prints the shipped presets (and the caller stops).
@@ -211,14 +243,17 @@ fn compare(
         each: a.each.0,
         record: a.record.clone(),
         svg: a.svg.clone(),
-        drain: !a.no_drain,
+        drain: stallscope::cmd::compare::Drain {
+            on: !a.no_drain,
+            machine: a.drop_caches,
+        },
     };
     let mut last_len = 0usize;
     let mut progress = |line: &str| {
         let pad = last_len.saturating_sub(line.chars().count());
         eprint!("\r{line}{}", " ".repeat(pad));
         last_len = line.chars().count();
-        if line.starts_with("draining") || line.contains("done") || line.starts_with("wrote") {
+        if line.starts_with("writing back") || line.contains("done") || line.starts_with("wrote") {
             eprintln!();
             last_len = 0;
         }

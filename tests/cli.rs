@@ -941,3 +941,43 @@ fn advise_help_teaches_try_with_an_example() {
         assert!(help.contains(want), "{want}: {help}");
     }
 }
+
+#[test]
+fn observe_name_wait_attaches_when_the_process_appears() {
+    // A copy of sleep under a name nothing else on the machine has.
+    let t = tempfile::tempdir().unwrap();
+    let name = format!("ss-wait-{}", std::process::id() % 100_000);
+    let exe = t.path().join(&name);
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    let observer = bin()
+        .args(["run", "--observe-name", &name, "--wait", "--duration", "2s"])
+        .args(["--format", "jsonl"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Started first, as one does while waiting for a stall: it must wait.
+    std::thread::sleep(Duration::from_millis(700));
+    let mut late = Command::new(&exe).arg("6").spawn().unwrap();
+    let out = observer.wait_with_output().unwrap();
+    let _ = late.kill();
+    let _ = late.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("waiting for a process named {name} to start")),
+        "{err}"
+    );
+    let pid = u64::from(late.id());
+    let seen = lines(&out)
+        .iter()
+        .filter(|l| l["type"] == "observed" && l["pid"] == pid)
+        .count();
+    assert!(seen >= 1, "no observed line for pid {pid}: {err}");
+    // Without a process to observe, --wait is a usage error.
+    expect_usage_error(
+        &["run", "--wait", "--duration", "1s"],
+        "--wait waits for",
+        t.path(),
+    );
+}

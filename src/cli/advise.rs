@@ -94,10 +94,17 @@ pub struct LabRunArgs {
     /// Which of the lab's filesystems [default: trial, its first; advise --try, the one of the recorded target's type].
     #[arg(long, value_name = "DIR")]
     pub target: Option<PathBuf>,
+    /// Before each run, flush the whole machine (sync) and drop its clean page cache (root), not only the lab filesystem's dirty data: every process on the machine pays for it. For a machine that runs nothing else.
+    #[arg(long)]
+    pub drop_caches: bool,
 }
 
 impl LabRunArgs {
     pub fn options(&self, drain: bool) -> crate::cmd::advise::trial::TrialOptions {
+        let drain = crate::cmd::compare::Drain {
+            on: drain,
+            machine: self.drop_caches,
+        };
         crate::cmd::advise::trial::TrialOptions {
             lab_dir: self.lab_dir.clone(),
             target: self.target.clone(),
@@ -134,7 +141,7 @@ pub struct TrialArgs {
     /// Output: text, or the outcome as JSON.
     #[arg(long, value_enum, default_value = "text")]
     pub format: TrialFormat,
-    /// Do not sync and wait for dirty data to drain before each run.
+    /// Do not write back the lab filesystem's dirty data before each run.
     #[arg(long)]
     pub no_drain: bool,
     /// Also draw an A run and a B run (each its side's median) on one time axis: write latency p50/p99/p99.9 per interval and the stall lanes by cause.

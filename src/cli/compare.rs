@@ -59,7 +59,10 @@ pub struct CompareArgs {
     /// The runs overlaid on one time axis, as an SVG.
     #[arg(long, value_name = "OUT.svg")]
     pub svg: Option<PathBuf>,
-    /// Do not sync, drop caches and wait for dirty data to drain between runs.
+    /// Do not write back the targets' dirty data (syncfs) between runs.
     #[arg(long)]
     pub no_drain: bool,
+    /// Between runs, flush the whole machine (sync) and drop its clean page cache (root), not only the targets' filesystems: every process on the machine pays for it. For a machine that runs nothing else.
+    #[arg(long)]
+    pub drop_caches: bool,
 }

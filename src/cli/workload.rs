@@ -92,6 +92,10 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "NAME")]
     pub observe_name: Vec<String>,
 
+    /// With --observe-name or --observe: wait for the process to appear instead of failing (a line on stderr says what is awaited; Ctrl-C stops). Start stallscope first, then the server.
+    #[arg(long)]
+    pub wait: bool,
+
     /// How often observed threads are sampled from /proc [default: 50ms; as root, with the scheduler's events timing blocks, 200ms or this if slower].
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub observe_every: Option<Dur>,
@@ -103,6 +107,10 @@ pub struct WorkloadArgs {
     /// Wake-up chains: auto (root: a thread asleep waiting for another one, e.g. on a lock held across an fsync, is a stall, with the chain of threads down to the kernel wait) or off (only threads' own kernel waits; less tracing cost) [default: auto].
     #[arg(long, value_name = "HOW")]
     pub chains: Option<crate::config::Chains>,
+
+    /// Call boundaries: auto (root: each observed thread's stall bounded by its write-path system call, entry to exit, with the call named) or off (no system-call events: blocks are bounded by the scheduler's events alone, and the kernel's syscall tracing path stays off for every process; the cheapest exact timing) [default: auto].
+    #[arg(long, value_name = "HOW")]
+    pub call_bounds: Option<crate::config::CallBounds>,
 
     /// Record the session to FILE (JSON Lines; gzip-compressed if it ends in .gz).
     #[arg(long, value_name = "FILE")]
@@ -161,6 +169,9 @@ impl WorkloadArgs {
         }
         if let Some(v) = self.chains {
             cfg.chains = v;
+        }
+        if let Some(v) = self.call_bounds {
+            cfg.call_bounds = v;
         }
         if let Some(v) = self.observe_every {
             cfg.observe_every = v;

@@ -162,6 +162,21 @@ pub struct Config {
     /// a thread waiting for another one's fsync is a stall) or `off`
     /// (only the observed threads' own kernel waits count; cheaper).
     pub chains: Chains,
+    /// Call boundaries: `auto` (as root, with scheduler timing, the entry
+    /// and exit of observed threads' write-path system calls bound each
+    /// stall to one call) or `off` (no system-call event at all: the
+    /// kernel then takes no thread's system calls through its tracing
+    /// path, the cheapest observation that still times blocks exactly).
+    pub call_bounds: CallBounds,
+}
+
+/// See `Config::call_bounds`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CallBounds {
+    #[default]
+    Auto,
+    Off,
 }
 
 /// See `Config::chains`.
@@ -207,6 +222,7 @@ impl Default for Config {
             observe_every: Dur(Duration::from_millis(50)),
             observe_timing: ObserveTiming::Auto,
             chains: Chains::Auto,
+            call_bounds: CallBounds::Auto,
         }
     }
 }

@@ -387,8 +387,9 @@ impl Session {
             Ok(mut t) => {
                 let sched_wanted = self.cfg.observe_timing == crate::config::ObserveTiming::Auto;
                 let chains = self.cfg.chains == crate::config::Chains::Auto;
+                let calls = self.cfg.call_bounds == crate::config::CallBounds::Auto;
                 if !self.prepared.watched.is_empty() && sched_wanted {
-                    match t.enable_sched(chains) {
+                    match t.enable_sched(chains, calls) {
                         Ok(()) => {
                             self.agg
                                 .set_sched_timing(self.timing.threshold.as_nanos() as u64, chains);

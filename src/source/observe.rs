@@ -109,11 +109,65 @@ pub fn resolve(
         }
         if found == 0 {
             return Err(UsageError::new(format!(
-                "--observe-name {name}: no running process has that name"
+                "--observe-name {name}: no running process has that name (--wait waits for one)"
             )));
         }
     }
     Ok(out)
+}
+
+/// What of `pids` and `names` has no running process yet, for a person
+/// ("pid 123", "a process named postgres"); empty once all are there.
+pub fn missing(proc_root: &Path, pids: &[u32], names: &[String]) -> Vec<String> {
+    let me = std::process::id();
+    let mut out: Vec<String> = pids
+        .iter()
+        .filter(|&&p| read_comm(proc_root, p).is_none())
+        .map(|p| format!("pid {p}"))
+        .collect();
+    let running: Vec<(u32, String)> = list_pids(proc_root)
+        .into_iter()
+        .filter(|&p| p != me)
+        .filter_map(|p| read_comm(proc_root, p).map(|c| (p, c)))
+        .collect();
+    for name in names {
+        let one = std::slice::from_ref(name);
+        if !running.iter().any(|(p, c)| has_name(proc_root, *p, c, one)) {
+            out.push(format!("a process named {name}"));
+        }
+    }
+    out
+}
+
+/// Waits until every process of `pids` and `names` runs, checking every
+/// `every`; `say` gets one line when waiting starts. False when `stop`
+/// was set first.
+pub fn wait_for(
+    proc_root: &Path,
+    pids: &[u32],
+    names: &[String],
+    every: std::time::Duration,
+    stop: &std::sync::atomic::AtomicBool,
+    say: &mut dyn FnMut(&str),
+) -> bool {
+    let mut said = false;
+    loop {
+        let left = missing(proc_root, pids, names);
+        if left.is_empty() {
+            return true;
+        }
+        if !said {
+            say(&format!(
+                "waiting for {} to start (Ctrl-C to stop)",
+                left.join(" and ")
+            ));
+            said = true;
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
 }
 
 /// Whether a process's comm (cut to 15 bytes by the kernel) or the base
@@ -715,6 +769,56 @@ mod tests {
         assert_eq!((b.minflt, b.majflt, b.write_bytes), (30, 1, Some(8192)));
         let c = proc_tick(5, &[t(2, 60, 0, 'R')], None, &mut p, false);
         assert_eq!((c.minflt, c.write_bytes), (10, None));
+    }
+
+    #[test]
+    fn wait_for_returns_once_the_named_process_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let names = vec!["postgres".to_string()];
+        assert_eq!(
+            missing(&root, &[42], &names),
+            vec!["pid 42".to_string(), "a process named postgres".to_string()]
+        );
+        let maker = {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let d = root.join("4242");
+                std::fs::create_dir_all(&d).unwrap();
+                std::fs::write(d.join("cmdline"), "/usr/lib/postgresql/16/bin/postgres\0").unwrap();
+                // comm last: the process is found once it is whole.
+                std::fs::write(d.join("comm"), "postgres\n").unwrap();
+            })
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let mut said = Vec::new();
+        let found = wait_for(
+            &root,
+            &[],
+            &names,
+            Duration::from_millis(5),
+            &stop,
+            &mut |l| said.push(l.to_string()),
+        );
+        maker.join().unwrap();
+        assert!(found);
+        assert_eq!(
+            said,
+            vec!["waiting for a process named postgres to start (Ctrl-C to stop)"]
+        );
+        assert!(missing(&root, &[], &names).is_empty());
+        // Stopped before anything appears: false, at once.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let other = vec!["etcd".to_string()];
+        assert!(!wait_for(
+            &root,
+            &[],
+            &other,
+            Duration::from_secs(60),
+            &stop,
+            &mut |_| {}
+        ));
     }
 
     #[test]

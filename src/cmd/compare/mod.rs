@@ -21,7 +21,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-pub use drain::drain;
+pub use drain::{drain, Drain};
 pub use one_run::{run_config, END_SLACK_S};
 pub use table::render_table;
 
@@ -54,9 +54,10 @@ pub struct CompareOptions {
     pub record: Option<PathBuf>,
     /// One chart with every run from 0 s, one colour per run.
     pub svg: Option<PathBuf>,
-    /// Sync, drop the page cache (root) and wait for Dirty+Writeback to
-    /// drain before each run, so no run pays for the previous one's data.
-    pub drain: bool,
+    /// Before each run, the targets' dirty data written back (and, asked
+    /// for, the machine's, with its page cache dropped), so no run pays
+    /// for the previous one's data.
+    pub drain: Drain,
 }
 
 /// One run's figures, or why it could not run (`error`).
@@ -103,8 +104,15 @@ pub fn run_compare(
     let total = plan.len();
     let mut results = Vec::new();
     for v in &plan {
-        if opts.drain && !stop.load(Ordering::Relaxed) {
-            drain(&format!("run {}/{total}", v.n), stop, progress);
+        if opts.drain.on && !stop.load(Ordering::Relaxed) {
+            let targets = [v.target.clone()];
+            drain(
+                &format!("run {}/{total}", v.n),
+                &targets,
+                &opts.drain,
+                stop,
+                progress,
+            );
         }
         if stop.load(Ordering::Relaxed) {
             break;

@@ -154,7 +154,7 @@ fn plan_is_target_major_and_numbered() {
         each: Duration::from_secs(1),
         record: None,
         svg: None,
-        drain: false,
+        drain: Drain::default(),
     };
     let p: Vec<(usize, String, Mode, u32)> = plan(&opts)
         .into_iter()
@@ -203,7 +203,7 @@ fn bad_input_is_refused_before_any_run() {
         each: Duration::from_secs(1),
         record: None,
         svg: None,
-        drain: false,
+        drain: Drain::default(),
     };
     let err = |o: CompareOptions| check(&o, &plan(&o)).unwrap_err().0;
     assert!(err(opts(vec![d.clone(), d.join(".")])).contains("given twice"));
@@ -305,7 +305,7 @@ fn title_names_the_workload_and_its_variants() {
         each: Duration::from_secs(20),
         record: None,
         svg: None,
-        drain: false,
+        drain: Drain::default(),
     };
     assert_eq!(
         title(&opts),
@@ -376,7 +376,7 @@ fn compares_two_tmpfs_dirs_in_two_modes() {
         each: Duration::from_secs(2),
         record: Some(out.path().join("cmp.jsonl")),
         svg: Some(svg.clone()),
-        drain: false,
+        drain: Drain::default(),
     };
     let mut said = Vec::new();
     let stop = AtomicBool::new(false);
@@ -432,7 +432,7 @@ fn a_stop_drops_the_run_in_progress_and_keeps_the_finished_ones() {
         each: Duration::from_secs(1),
         record: None,
         svg: None,
-        drain: false,
+        drain: Drain::default(),
     };
     let stop = AtomicBool::new(false);
     let mut on_second = |m: &str| {
@@ -482,7 +482,7 @@ fn a_mode_the_filesystem_refuses_is_a_failed_row_and_the_compare_goes_on() {
         each: Duration::from_secs(1),
         record: None,
         svg: None,
-        drain: false,
+        drain: Drain::default(),
     };
     let stop = AtomicBool::new(false);
     let results = run_compare(&opts, &stop, &mut |_| {}).unwrap();
@@ -532,7 +532,7 @@ fn manual() {
         each: each.0,
         record: env("STALLSCOPE_RECORD").map(PathBuf::from),
         svg: env("STALLSCOPE_SVG").map(PathBuf::from),
-        drain: true,
+        drain: Drain::targets(),
     };
     let stop = AtomicBool::new(false);
     let results = run_compare(&opts, &stop, &mut |m| eprintln!("{m}")).unwrap();

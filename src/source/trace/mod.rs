@@ -98,7 +98,7 @@ pub struct TraceSession {
     lost: u64,
     /// The scheduler's events are on (`enable_sched`).
     sched: bool,
-    /// Sleeps in S are traced too (`enable_sched(true)`).
+    /// Sleeps in S are traced too (`enable_sched(true, _)`).
     chains: bool,
     /// The scheduler's events, in an instance of their own read raw.
     raw: Option<RawSched>,
@@ -336,9 +336,11 @@ impl TraceSession {
     /// stack per block into trace_pipe doubled our CPU; the /proc
     /// sampler's stacks name the waits.) Err when this kernel lacks the
     /// events; the session then keeps the /proc sampler's timing.
-    pub fn enable_sched(&mut self, chains: bool) -> Result<(), String> {
+    /// With `calls` the write-path system calls' entry and exit too (and,
+    /// with chains, the futex waits); without, no system-call event is on.
+    pub fn enable_sched(&mut self, chains: bool, calls: bool) -> Result<(), String> {
         self.features.sched()?;
-        let mut raw = self.start_raw()?;
+        let mut raw = self.start_raw(calls)?;
         raw.fmt.states = raw.calibrate_states();
         self.raw = Some(raw);
         self.sched = true;
@@ -353,7 +355,7 @@ impl TraceSession {
 
     /// A second instance for the scheduler's events and its per-CPU raw
     /// pipes. Err leaves nothing behind.
-    fn start_raw(&self) -> Result<RawSched, String> {
+    fn start_raw(&self, calls: bool) -> Result<RawSched, String> {
         let instance = self.root.join("instances").join(instance_name());
         fs::create_dir(&instance).map_err(|e| format!("create {}: {e}", instance.display()))?;
         let mut raw = RawSched {
@@ -380,7 +382,7 @@ impl TraceSession {
             )?;
             let events = raw.instance.join("events");
             raw.fmt = SchedFormat::read(&events, wait)?;
-            if self.features.calls.is_ok() {
+            if calls && self.features.calls.is_ok() {
                 let hidden = features::hidden_from_env();
                 let (sys, dirs) = SysEvent::read_all(&events, &hidden);
                 raw.fmt.sys = sys;
@@ -805,7 +807,7 @@ mod tests {
         }
         let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let mut s = TraceSession::start(None).expect("start trace session");
-        s.enable_sched(true).expect("scheduler events");
+        s.enable_sched(true, true).expect("scheduler events");
         // This kernel (6.x) records S as 0x1: a sleep seen as D would say 0x2.
         assert_eq!(s.state_bits(), Some(StateBits::default()));
     }
@@ -818,7 +820,7 @@ mod tests {
         }
         let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let mut s = TraceSession::start(None).expect("start trace session");
-        s.enable_sched(true).expect("scheduler events");
+        s.enable_sched(true, true).expect("scheduler events");
         let tid = unsafe { libc::gettid() } as u32;
         s.set_sched_filter(&[tid]).unwrap();
         let _ = s.drain();

@@ -20,7 +20,7 @@ pub mod verdict;
 
 use crate::cmd::advise::outcome::Outcome;
 use crate::cmd::advise::treatment::{Setting, Treatment};
-use crate::cmd::compare::{drain, run_config};
+use crate::cmd::compare::{drain, run_config, Drain};
 use crate::cmd::report::RunTrace;
 use crate::config::Config;
 use figures::RunFigures;
@@ -101,8 +101,9 @@ pub struct TrialOptions {
     /// setpoint 3 times and to do `MIN_OPS` ops (`default_run_secs`).
     pub run_secs: Option<Duration>,
     pub measure: Measure,
-    /// Sync and wait for dirty data to drain before each run.
-    pub drain: bool,
+    /// Before each run, the lab filesystem's dirty data written back (and,
+    /// asked for, the machine's, with its page cache dropped).
+    pub drain: Drain,
 }
 
 impl Default for TrialOptions {
@@ -113,7 +114,7 @@ impl Default for TrialOptions {
             pairs: DEFAULT_PAIRS,
             run_secs: None,
             measure: Measure::default(),
-            drain: true,
+            drain: Drain::targets(),
         }
     }
 }
@@ -206,8 +207,8 @@ pub fn try_charted(
             if side == Side::A { "A" } else { "B" },
             progress::short(eta)
         );
-        if o.drain && !stop.load(Ordering::Relaxed) {
-            drain(&head, stop, progress);
+        if o.drain.on && !stop.load(Ordering::Relaxed) {
+            drain(&head, &t.cfg_a.targets, &o.drain, stop, progress);
         }
         if stop.load(Ordering::Relaxed) {
             anyhow::bail!("interrupted; everything the trial changed is back");
