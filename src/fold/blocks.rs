@@ -12,7 +12,7 @@
 
 use crate::model::cause::{read_stack, stack_cause};
 use crate::model::kernel::Comm;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Blocks closer than this, in the same system call, are one run: the
 /// thread only ran kernel code between them.
@@ -143,7 +143,7 @@ pub struct BlockTimer {
     /// Threads the scheduler's events have shown blocking: the sampler's
     /// sightings of them are late copies of what the events tell, never
     /// blocks to adopt.
-    seen: std::collections::HashSet<u32>,
+    seen: rustc_hash::FxHashSet<u32>,
 }
 
 impl BlockTimer {

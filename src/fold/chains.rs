@@ -21,7 +21,8 @@ use crate::model::cause::{
     add_share, largest, read_stack, Cause, Confidence, Evidence, Hop, Share, COVERED,
 };
 use crate::model::kernel::Comm;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 
 /// The waker must have left its wait at most this long before it woke the
 /// sleeper: it went (nearly) straight from the wait to the wakeup. RocksDB's

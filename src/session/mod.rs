@@ -3,6 +3,8 @@
 //! them to a `Sink`, then stop everything and clean up on every exit path
 //! (the scratch folders are `Drop` guards).
 
+mod guest;
+
 use crate::base::clock::Clock;
 use crate::base::error::UsageError;
 use crate::config::{Config, Mode};
@@ -284,7 +286,15 @@ impl Session {
         prepared: Prepared,
         placement: Placement,
     ) -> anyhow::Result<Session> {
+        // Only observing: a guest on the server's node (before any thread
+        // of ours starts, so that they all inherit it).
+        let guest_note = if prepared.targets.is_empty() && !prepared.watched.is_empty() {
+            guest::yield_to_the_server()
+        } else {
+            None
+        };
         let mut s = Session::assemble(cfg, prepared, placement);
+        s.notes.extend(guest_note);
         // Tracing first: the writers' first ops are traced too.
         s.start_tracing();
         s.start_engines()?;

@@ -25,7 +25,7 @@
 //! instance was given: header_page says which.
 
 use crate::model::kernel::{Comm, TraceEvent, TraceKind};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 
 /// The system calls a write can block in for writeback or the journal:
@@ -100,7 +100,7 @@ impl SysEvent {
     /// directories (`syscalls/sys_enter_write`); calls without both events
     /// (or named in `hidden` as `syscalls:sys_enter_<call>`) are left out.
     pub fn read_all(events: &Path, hidden: &[String]) -> (HashMap<u16, SysEvent>, Vec<String>) {
-        let mut by_id = HashMap::new();
+        let mut by_id = HashMap::default();
         let mut dirs = Vec::new();
         for call in WRITE_PATH_CALLS {
             let pair: Option<Vec<(u16, SysEvent)>> = [true, false]
@@ -295,7 +295,7 @@ impl SchedFormat {
             woken_pid: get(&wk, "pid")?,
             wait: None,
             states: StateBits::default(),
-            sys: HashMap::new(),
+            sys: HashMap::default(),
             fork: None,
         })
     }

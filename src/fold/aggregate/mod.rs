@@ -21,7 +21,8 @@ use crate::model::snapshot::{ObservedSummary, RunEvent, SpanUnion, TargetSummary
 use crate::model::stall::{Blocked, Stall, Who};
 use acc::{Acc, Pending};
 use hdrhistogram::Histogram;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::{BTreeMap, VecDeque};
 
 mod acc;
 mod emit;
@@ -185,12 +186,12 @@ impl Aggregator {
             state,
             next_emit: 0,
             pending: VecDeque::new(),
-            tids: HashMap::new(),
+            tids: HashMap::default(),
             tracing: false,
             unseen: Unseen::default(),
             recent_trace: VecDeque::new(),
             recent_kernel: VecDeque::new(),
-            stacks: HashMap::new(),
+            stacks: HashMap::default(),
             last_raw: None,
             page_kib: 4,
             totals,
@@ -201,8 +202,8 @@ impl Aggregator {
             watched: Vec::new(),
             obs_tids_changed: false,
             obs_totals: BTreeMap::new(),
-            obs_union: HashMap::new(),
-            last_throttle: HashMap::new(),
+            obs_union: HashMap::default(),
+            last_throttle: HashMap::default(),
             end_ns: None,
             trace_through: None,
             failed: Vec::new(),
@@ -211,8 +212,8 @@ impl Aggregator {
             sched: None,
             blocks: BlockTimer::default(),
             chains: None,
-            gone: HashMap::new(),
-            wakers: HashMap::new(),
+            gone: HashMap::default(),
+            wakers: HashMap::default(),
         }
     }
 
