@@ -15,6 +15,8 @@
 #             the scheduler's events, wake-up chains, call boundaries)
 #   nocalls   the same with --call-bounds off
 #   nochains  the same with --chains off
+#   normal    calls, but under the normal scheduling policy instead of the
+#             guest's SCHED_BATCH (STALLSCOPE_NORMAL_SCHED=1)
 #   sampled   --observe-timing sampled (no tracing of the server's threads)
 #   calltime  bpftrace timing the same write-path calls (scripts/calltime.bt)
 #
@@ -32,8 +34,8 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 read -r -a legs <<<"${COST_LEGS:-none calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
   case $leg in
-    none|calls|nocalls|nochains|sampled|calltime) ;;
-    *) echo "unknown leg $leg (none calls nocalls nochains sampled calltime)" >&2; exit 2 ;;
+    none|calls|nocalls|nochains|normal|sampled|calltime) ;;
+    *) echo "unknown leg $leg (none calls nocalls nochains normal sampled calltime)" >&2; exit 2 ;;
   esac
 done
 if [[ " ${legs[*]} " == *" calltime "* ]]; then
@@ -100,6 +102,7 @@ start_observer() {
     calls) "$bin" run --observe-name postgres --format jsonl >/dev/null 2>"$log" & ;;
     nocalls) "$bin" run --observe-name postgres --call-bounds off --format jsonl >/dev/null 2>"$log" & ;;
     nochains) "$bin" run --observe-name postgres --chains off --format jsonl >/dev/null 2>"$log" & ;;
+    normal) STALLSCOPE_NORMAL_SCHED=1 "$bin" run --observe-name postgres --format jsonl >/dev/null 2>"$log" & ;;
     sampled) "$bin" run --observe-name postgres --observe-timing sampled --format jsonl >/dev/null 2>"$log" & ;;
     calltime) bpftrace "$bt" "$postmaster" >/dev/null 2>"$log" & ;;
   esac
