@@ -237,13 +237,8 @@ pub fn status(dir: &Path) -> anyhow::Result<()> {
         None => println!("no lab at {}", dir.display()),
         Some(st) => print!("{}", status_text(dir, &st)),
     }
-    let me = std::fs::canonicalize(dir)
-        .map(|d| Owner::Lab { dir: d })
-        .ok();
-    print!(
-        "{}",
-        held_text(&knobs.entries()?, me.as_ref(), &knobs.file())
-    );
+    let me = Owner::lab(dir);
+    print!("{}", held_text(&knobs.entries()?, Some(&me), &knobs.file()));
     Ok(())
 }
 
