@@ -12,11 +12,11 @@
 mod common;
 
 use common::machine::{device_of, Machine};
+use common::trial::trial;
 use common::{bin, have, need_root, skip};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -105,27 +105,6 @@ fn up(dir: &Path, dirty: u64) -> Child {
     .unwrap()
 }
 
-/// A trial on the lab at `dir` with `settings`, short runs.
-fn trial(dir: &Path, settings: &[&str]) -> Command {
-    let mut c = bin();
-    c.arg("trial").arg("--lab-dir").arg(dir);
-    for s in settings {
-        c.args(["--setting", s]);
-    }
-    c.args(["--pairs", "6", "--run-secs", "2", "--format", "json", "--"])
-        .args([
-            "--mode",
-            "buffered",
-            "--threads",
-            "2",
-            "--record-size",
-            "4KiB",
-            "--rate",
-            "3000",
-        ]);
-    c
-}
-
 fn strict_limit(dev: &str) -> String {
     read(&format!("/sys/class/bdi/{dev}/strict_limit"))
 }
@@ -143,36 +122,47 @@ fn in_a_b_run(dir: &Path, dev: &str) -> Killed {
             .spawn()
             .unwrap(),
     );
-    let state = dir.join("state.json");
-    let t0 = Instant::now();
-    loop {
-        let s = std::fs::read_to_string(&state).unwrap_or_default();
-        if s.contains("\"trial\"") && strict_limit(dev) == "1" && dirty().1 == "16777216" {
-            return child;
-        }
-        if let Some(st) = child.0.try_wait().unwrap() {
-            panic!("the trial ended ({st}) before a B run");
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no B run within 2 minutes"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    common::trial::wait_for_b_run(&mut child.0, dir, || {
+        strict_limit(dev) == "1" && dirty().1 == "16777216"
+    });
+    child
+}
+
+/// Whether the test can run here (else the skip is recorded).
+fn ready(test: &str) -> bool {
+    if !need_root(test) {
+        return false;
     }
+    if !have("mkfs.ext4") {
+        skip(test, "mkfs.ext4 missing (apt-get install e2fsprogs)");
+        return false;
+    }
+    if !Path::new(BLKIO).exists() {
+        skip(test, "no cgroup v1 blkio throttle here");
+        return false;
+    }
+    true
+}
+
+/// A second trial on the lab while trial `pid` runs there refuses, and
+/// the first one's B settings stay.
+fn a_second_trial_is_refused(dir: &Path, pid: u32, dev: &str) {
+    let second = trial(dir, &["vm.dirty_background_bytes=1048576"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(&format!("a trial (pid {pid}) is running")),
+        "{said}"
+    );
+    assert_eq!(strict_limit(dev), "1", "the first trial's, still");
+    assert_eq!(dirty().1, "16777216", "the first trial's, still");
 }
 
 #[test]
 fn two_labs_and_a_killed_trial_leave_every_knob_as_it_was() {
-    let test = "two_labs_and_a_killed_trial_leave_every_knob_as_it_was";
-    if !need_root(test) {
-        return;
-    }
-    if !have("mkfs.ext4") {
-        skip(test, "mkfs.ext4 missing (apt-get install e2fsprogs)");
-        return;
-    }
-    if !Path::new(BLKIO).exists() {
-        skip(test, "no cgroup v1 blkio throttle here");
+    if !ready("two_labs_and_a_killed_trial_leave_every_knob_as_it_was") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,18 +194,7 @@ fn two_labs_and_a_killed_trial_leave_every_knob_as_it_was() {
 
     let mut killed = in_a_b_run(&a, &dev_a);
     let pid = killed.0.id();
-    // A second trial on the lab does not undo the first's B settings.
-    let second = trial(&a, &["vm.dirty_background_bytes=1048576"])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(second.status.code(), Some(2), "{said}");
-    assert!(
-        said.contains(&format!("a trial (pid {pid}) is running")),
-        "{said}"
-    );
-    assert_eq!(strict_limit(&dev_a), "1", "the first trial's, still");
-    assert_eq!(dirty().1, "16777216", "the first trial's, still");
+    a_second_trial_is_refused(&a, pid, &dev_a);
     killed.0.kill().unwrap();
     killed.0.wait().unwrap();
     assert_eq!(strict_limit(&dev_a), "1", "SIGKILL: nothing put it back");

@@ -283,15 +283,26 @@ impl Knob {
     }
 
     /// The knob at `v`: "vm.dirty_ratio=20 vm.dirty_background_ratio=10",
-    /// "/sys/…/strict_limit=1", "blkio write cap on 7:3 = none".
+    /// "/sys/…/strict_limit=1", "blkio write cap on 7:3=none".
     pub fn show(&self, v: &Value) -> String {
         match v {
             Value::Dirty(d) => d.describe(),
-            Value::Text(t) => format!("{}={t}", self.name()),
             Value::Via { file, text } => format!("{}={text}", file.display()),
-            Value::Bps(0) => format!("{} = none", self.name()),
-            Value::Bps(b) => format!("{} = {}/s", self.name(), ByteSize(*b)),
-            Value::On(on) => format!("{} {}", self.name(), if *on { "on" } else { "off" }),
+            v => format!("{}={}", self.name(), v.text()),
+        }
+    }
+}
+
+impl Value {
+    /// The value alone: "1", "20MiB/s", "none", "on", the dirty limits.
+    pub fn text(&self) -> String {
+        match self {
+            Value::Dirty(d) => d.describe(),
+            Value::Text(t) => t.clone(),
+            Value::Via { file, text } => format!("{text} (written to {})", file.display()),
+            Value::Bps(0) => "none".into(),
+            Value::Bps(b) => format!("{}/s", ByteSize(*b)),
+            Value::On(on) => (if *on { "on" } else { "off" }).into(),
         }
     }
 }

@@ -305,7 +305,7 @@ fn each_kind_reads_and_writes_its_file() {
     assert_eq!(read(&throttle), "7:3 0");
     assert_eq!(
         blkio.show(&Value::Bps(20 << 20)),
-        "blkio write cap on 7:3 = 20MiB/s"
+        "blkio write cap on 7:3=20MiB/s"
     );
     let sub = f.t.path().join("cgroup.subtree_control");
     std::fs::write(&sub, "memory pids\n").unwrap();

@@ -252,11 +252,7 @@ pub fn held_text(entries: &[Entry], me: Option<&Owner>, file: &Path) -> String {
     }
     let mut s = format!("  knobs stallscope holds (registry {}):\n", file.display());
     for e in entries {
-        s += &format!(
-            "    {}, originally {}:\n",
-            e.knob.name(),
-            e.knob.show(&e.original)
-        );
+        s += &format!("    {}, originally {}:\n", e.knob.name(), e.original.text());
         for (i, h) in e.holds.iter().enumerate() {
             let who = if Some(&h.owner) == me {
                 "this lab".to_string()
@@ -268,11 +264,7 @@ pub fn held_text(entries: &[Entry], me: Option<&Owner>, file: &Path) -> String {
             } else {
                 ""
             };
-            s += &format!(
-                "      {} by {who} ({}){top}\n",
-                e.knob.show(&h.value),
-                h.what
-            );
+            s += &format!("      {} by {who} ({}){top}\n", h.value.text(), h.what);
         }
     }
     s
