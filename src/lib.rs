@@ -5,7 +5,7 @@
 //!
 //! The layers, bottom to top (ARCHITECTURE.md draws the data path; a test
 //! keeps every `use crate::` pointing down):
-//! `base` → `config` → `model` → `source` | `fold` → `sink` → `session` →
+//! `base` → `config` → `model` → `knob` → `source` | `fold` → `sink` → `session` →
 //! `tui` | `cmd` → `cli`.
 
 pub mod base;
@@ -13,6 +13,7 @@ pub mod cli;
 pub mod cmd;
 pub mod config;
 pub mod fold;
+pub mod knob;
 pub mod model;
 pub mod session;
 pub mod sink;

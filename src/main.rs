@@ -29,6 +29,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     ] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Knobs a dead stallscope (a killed trial, lab or test) left changed.
+        stallscope::cmd::lab::down::recover_knobs(&stallscope::knob::Registry::machine());
+    }
     let config = cli.config.as_deref();
     match cli.command {
         Some(Command::Run(args)) => run(config, &args, &stop),

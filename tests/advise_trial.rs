@@ -66,29 +66,9 @@ fn lab(test: &str) -> Option<Lab> {
     })
 }
 
-const WORKLOAD: [&str; 10] = [
-    "--mode",
-    "buffered",
-    "--threads",
-    "2",
-    "--record-size",
-    "4KiB",
-    "--rate",
-    "3000",
-    "--sync",
-    "every:2000",
-];
-
 /// `trial` on the lab with `settings`, short runs.
 fn trial(lab: &Lab, settings: &[&str]) -> Command {
-    let mut c = bin();
-    c.arg("trial").arg("--lab-dir").arg(&lab.dir);
-    for s in settings {
-        c.args(["--setting", s]);
-    }
-    c.args(["--pairs", "6", "--run-secs", "2", "--format", "json", "--"])
-        .args(WORKLOAD);
-    c
+    common::trial::trial(&lab.dir, settings)
 }
 
 /// The changes a B run makes: a device limit (max_bytes, kept as
@@ -125,22 +105,10 @@ fn in_a_b_run(lab: &Lab) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let state = lab.dir.join("state.json");
-    let t0 = Instant::now();
-    loop {
-        let s = std::fs::read_to_string(&state).unwrap_or_default();
-        if s.contains("\"trial\"") && strict_limit(lab) == "1" && background() == "16777216" {
-            return child;
-        }
-        if let Some(st) = child.try_wait().unwrap() {
-            panic!("the trial ended ({st}) before a B run");
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no B run within 2 minutes"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::trial::wait_for_b_run(&mut child, &lab.dir, || {
+        strict_limit(lab) == "1" && background() == "16777216"
+    });
+    child
 }
 
 /// `lab down`, and the machine is as it was before `lab up`; returns

@@ -410,7 +410,9 @@ fn exec_adopt_and_down_move_processes_on_cgroup_v2() {
     assert!(!root.join(LAB_GROUP).exists(), "a group left over");
     std::fs::create_dir_all(&f.dir).unwrap();
     let mut st = stallscope::cmd::lab::state::LabState::default();
-    let group = stallscope::cmd::lab::cap::ensure_group(&root, &f.dir, &mut st).unwrap();
+    let knobs = stallscope::knob::Registry::machine();
+    let by = stallscope::cmd::lab::state::Claimant::lab(&knobs, &f.dir);
+    let group = stallscope::cmd::lab::cap::ensure_group(&root, &f.dir, &mut st, &by).unwrap();
     let cgroup_of = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let lab_cmd = |args: &[&str]| lab_first(args, &f.dir);
     let out = lab_cmd(&["exec", "--", "sh", "-c", "cat /proc/self/cgroup; exit 4"]);

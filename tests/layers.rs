@@ -11,6 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["base"],
     &["config"],
     &["model"],
+    &["knob"],
     &["source", "fold"],
     &["sink"],
     &["session"],

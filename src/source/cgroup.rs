@@ -108,15 +108,8 @@ pub fn io_max_wbps(text: &str, major: u32, minor: u32) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// The cap a v1 throttle file (`MAJ:MIN BPS` lines) sets; 0 for none.
-pub fn v1_wbps(text: &str, major: u32, minor: u32) -> u64 {
-    let key = format!("{major}:{minor}");
-    text.lines()
-        .filter_map(|l| l.split_once(' '))
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0)
-}
+/// The cap a v1 throttle file sets (the knob registry reads it too).
+pub use crate::knob::v1_wbps;
 
 /// The tightest io.max write cap on MAJ:MIN from `group` up to (not
 /// including) `v2_root`, which has no io.max.

@@ -12,6 +12,7 @@ pub mod sched_truth;
 pub mod syscall_truth;
 pub mod temp_lab;
 pub mod tracefs;
+pub mod trial;
 pub mod wb_truth;
 
 use std::process::{Child, Command};

@@ -4,12 +4,15 @@
 //! enabled in the root's subtree_control), caps the loop devices in its
 //! io.max, and writers must be in it: `run` joins it for lab targets,
 //! `lab exec` and `lab adopt` put others there. Every change is a `Step`
-//! recorded before it is made; the v2 root is a parameter so tests use a
-//! fake one.
+//! recorded before it is made; the root's controllers are knobs held in
+//! the machine's registry (`crate::knob`), so one lab's `down` never turns
+//! them off under another. The v2 root is a parameter so tests use a fake
+//! one.
 
 use super::procs;
-use super::state::{LabState, Step};
+use super::state::{Claimant, LabState, Step};
 use crate::base::units::ByteSize;
+use crate::knob::{Knob, Value};
 use crate::source::cgroup::{self, Cgroups, LAB_GROUP};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -86,13 +89,13 @@ pub fn writeback_warnings(m: &CapMethod, fs: &[String], kernel: (u32, u32)) -> V
         .collect()
 }
 
-/// The controllers to enable for the lab: io and memory when the root
-/// offers them and does not pass them down already.
-pub fn wanted_controllers(subtree: &str, available: &str) -> Vec<String> {
+/// The controllers the lab needs on in the root: io and memory when the
+/// root offers them. Each is held whether it is on or not (another lab
+/// may have turned it on, and would turn it off at its `down`).
+pub fn wanted_controllers(available: &str) -> Vec<String> {
     ["io", "memory"]
         .into_iter()
         .filter(|c| available.split_whitespace().any(|a| a == *c))
-        .filter(|c| !subtree.split_whitespace().any(|s| s == *c))
         .map(str::to_string)
         .collect()
 }
@@ -106,9 +109,14 @@ pub fn subtree_text(sign: char, controllers: &[String]) -> String {
         .join(" ")
 }
 
-/// The lab group under `root`, made (and its controllers enabled) the first
-/// time; each change recorded in `st` first.
-pub fn ensure_group(root: &Path, dir: &Path, st: &mut LabState) -> anyhow::Result<PathBuf> {
+/// The lab group under `root`, made (and its controllers enabled, held
+/// by `by`) the first time; each change recorded in `st` first.
+pub fn ensure_group(
+    root: &Path,
+    dir: &Path,
+    st: &mut LabState,
+    by: &Claimant,
+) -> anyhow::Result<PathBuf> {
     let group = root.join(LAB_GROUP);
     if st.group() == Some(group.as_path()) {
         return Ok(group);
@@ -116,17 +124,19 @@ pub fn ensure_group(root: &Path, dir: &Path, st: &mut LabState) -> anyhow::Resul
     let file = root.join("cgroup.subtree_control");
     let original = std::fs::read_to_string(&file)?.trim().to_string();
     let available = std::fs::read_to_string(root.join("cgroup.controllers"))?;
-    let added = wanted_controllers(&original, &available);
+    let added = wanted_controllers(&available);
     if !added.is_empty() {
-        st.push(
-            dir,
-            Step::Subtree {
-                file: file.clone(),
-                original,
-                added: added.clone(),
-            },
-        )?;
-        write(&file, &subtree_text('+', &added))?;
+        let sets: Vec<(Knob, Value)> = added
+            .iter()
+            .map(|c| (Knob::controller(&file, c), Value::On(true)))
+            .collect();
+        let step = Step::Subtree {
+            file: file.clone(),
+            original,
+            added,
+            registered: true,
+        };
+        by.hold(st, dir, step, &sets)?;
     }
     st.push(
         dir,
@@ -167,14 +177,20 @@ fn write(file: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// Undoes a v2 step (`moved`: every pid the state records as moved, with
-/// its origin, for processes found left in the group); None for others.
+/// its origin, for processes found left in the group); None for others,
+/// and for registered controllers, whose holds `down::undo_step` releases.
 pub fn undo_v2(
     step: &Step,
     proc: &Path,
     moved: &HashMap<u32, PathBuf>,
 ) -> Option<anyhow::Result<()>> {
     Some(match step {
-        Step::Subtree { file, added, .. } => write(file, &subtree_text('-', added)),
+        Step::Subtree {
+            file,
+            added,
+            registered: false,
+            ..
+        } => write(file, &subtree_text('-', added)),
         Step::IoMax {
             file,
             major,

@@ -2,15 +2,18 @@
 //! a write cap on their devices and optional lower dirty limits, so
 //! writeback matters on a small VM. Every change is recorded in the state
 //! file first (see `state`), undone in reverse by `down`, and undone at once
-//! when `up` fails halfway.
+//! when `up` fails halfway. The kernel knobs among them (dirty limits,
+//! stable_writes, the v1 cap, the v2 root's controllers) are held in the
+//! machine's registry (`crate::knob`) in the lab's name.
 
 use super::cap::{self, CapMethod};
 use super::checks::preflight;
 use super::down::{intact, is_mountpoint, mounted, undo, Undo};
-use super::guards::{blkio_cap, sh, DirtyLimits, BLKIO_WRITE_BPS};
-use super::state::{LabState, Step};
+use super::guards::{blkio_cap, sh, DirtyLimits};
+use super::state::{Claimant, LabState, Step};
 use crate::base::error::UsageError;
 use crate::base::units::ByteSize;
+use crate::knob::{Entry, Knob, Owner, Registry, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -58,7 +61,9 @@ pub fn up(o: &UpOptions) -> anyhow::Result<()> {
         cap_method: method.as_ref().map(CapMethod::describe),
     };
     st.save(&o.dir)?;
-    match build(o, method.as_ref(), &mut st) {
+    let knobs = Registry::machine();
+    let by = Claimant::lab(&knobs, &o.dir);
+    match build(o, method.as_ref(), &mut st, &by) {
         Ok(()) => {
             print!("{}", status_text(&o.dir, &st));
             Ok(())
@@ -72,6 +77,7 @@ pub fn up(o: &UpOptions) -> anyhow::Result<()> {
                 &Undo {
                     lazy: false,
                     stop: &never,
+                    knobs: &knobs,
                 },
             );
             Err(e)
@@ -79,28 +85,35 @@ pub fn up(o: &UpOptions) -> anyhow::Result<()> {
     }
 }
 
-fn build(o: &UpOptions, method: Option<&CapMethod>, st: &mut LabState) -> anyhow::Result<()> {
+fn build(
+    o: &UpOptions,
+    method: Option<&CapMethod>,
+    st: &mut LabState,
+    by: &Claimant,
+) -> anyhow::Result<()> {
     for fs in &o.fs {
         let dev = loop_device(o, st, fs)?;
         mount_fs(o, st, fs, &dev)?;
         if o.stable_writes {
-            stable_writes(o, st, &dev)?;
+            stable_writes(o, st, &dev, by)?;
         }
         if let Some(m) = method {
-            cap_device(o, m, st, &dev)?;
+            cap_device(o, m, st, &dev, by)?;
         }
     }
     if let Some(d) = o.dirty_bytes {
         let original = DirtyLimits::read()?;
-        st.push(&o.dir, Step::Dirty { original })?;
-        let bg = o.dirty_background_bytes.map_or(d.0 / 4, |b| b.0);
-        DirtyLimits {
+        let step = Step::Dirty {
+            original,
+            registered: true,
+        };
+        let limits = DirtyLimits {
             dirty_bytes: d.0,
             dirty_ratio: 0,
-            background_bytes: bg,
+            background_bytes: o.dirty_background_bytes.map_or(d.0 / 4, |b| b.0),
             background_ratio: 0,
-        }
-        .write()?;
+        };
+        by.hold(st, &o.dir, step, &[(Knob::dirty(), Value::Dirty(limits))])?;
     }
     Ok(())
 }
@@ -163,40 +176,42 @@ fn mount_fs(o: &UpOptions, st: &mut LabState, fs: &str, dev: &str) -> anyhow::Re
 }
 
 /// Turns on stable pages for the device (rewrites wait for writeback).
-fn stable_writes(o: &UpOptions, st: &mut LabState, dev: &str) -> anyhow::Result<()> {
+fn stable_writes(o: &UpOptions, st: &mut LabState, dev: &str, by: &Claimant) -> anyhow::Result<()> {
     let name = dev.trim_start_matches("/dev/");
     let path = PathBuf::from(format!("/sys/block/{name}/queue/stable_writes"));
     let original = std::fs::read_to_string(&path)?.trim().to_string();
-    st.push(
-        &o.dir,
-        Step::Sysfs {
-            path: path.clone(),
-            original,
-        },
-    )?;
-    std::fs::write(&path, "1")?;
-    Ok(())
+    let knob = Knob::file(&path);
+    let step = Step::Sysfs {
+        path,
+        original,
+        registered: true,
+    };
+    by.hold(st, &o.dir, step, &[(knob, Value::Text("1".into()))])
 }
 
 /// Caps the device's writes: the v1 root blkio throttle, or io.max in the
 /// lab's v2 group.
-fn cap_device(o: &UpOptions, m: &CapMethod, st: &mut LabState, dev: &str) -> anyhow::Result<()> {
+fn cap_device(
+    o: &UpOptions,
+    m: &CapMethod,
+    st: &mut LabState,
+    dev: &str,
+    by: &Claimant,
+) -> anyhow::Result<()> {
     let (major, minor) = dev_numbers(dev)?;
     match m {
         CapMethod::V1 { .. } => {
-            let original = blkio_cap(major, minor)?;
-            st.push(
-                &o.dir,
-                Step::BlkioCap {
-                    major,
-                    minor,
-                    original,
-                },
-            )?;
-            std::fs::write(BLKIO_WRITE_BPS, format!("{major}:{minor} {}", o.cap.0))?;
+            let step = Step::BlkioCap {
+                major,
+                minor,
+                original: blkio_cap(major, minor)?,
+                registered: true,
+            };
+            let cap = (Knob::blkio(major, minor), Value::Bps(o.cap.0));
+            by.hold(st, &o.dir, step, &[cap])?;
         }
         CapMethod::V2 { root, .. } => {
-            let group = cap::ensure_group(root, &o.dir, st)?;
+            let group = cap::ensure_group(root, &o.dir, st, by)?;
             cap::cap_v2(&group, &o.dir, st, (major, minor), o.cap.0)?;
         }
     }
@@ -211,13 +226,48 @@ fn dev_numbers(dev: &str) -> anyhow::Result<(u32, u32)> {
     Ok((u32::from_str_radix(a, 16)?, u32::from_str_radix(b, 16)?))
 }
 
-/// `lab status`.
+/// `lab status`: the lab, and every knob held in the machine's registry
+/// and by whom (dead owners' holds put back first, as root).
 pub fn status(dir: &Path) -> anyhow::Result<()> {
+    let knobs = Registry::machine();
+    if super::checks::need_root("").is_ok() {
+        super::down::recover_knobs(&knobs);
+    }
     match LabState::load(dir)? {
         None => println!("no lab at {}", dir.display()),
         Some(st) => print!("{}", status_text(dir, &st)),
     }
+    let me = Owner::lab(dir);
+    print!("{}", held_text(&knobs.entries()?, Some(&me), &knobs.file()));
     Ok(())
+}
+
+/// The knobs held and by whom, the one in force last.
+pub fn held_text(entries: &[Entry], me: Option<&Owner>, file: &Path) -> String {
+    if entries.is_empty() {
+        return format!(
+            "  no knob held by stallscope (registry {})\n",
+            file.display()
+        );
+    }
+    let mut s = format!("  knobs stallscope holds (registry {}):\n", file.display());
+    for e in entries {
+        s += &format!("    {}, originally {}:\n", e.knob.name(), e.original.text());
+        for (i, h) in e.holds.iter().enumerate() {
+            let who = if Some(&h.owner) == me {
+                "this lab".to_string()
+            } else {
+                h.owner.describe()
+            };
+            let top = if i + 1 == e.holds.len() {
+                ", in force"
+            } else {
+                ""
+            };
+            s += &format!("      {} by {who} ({}){top}\n", h.value.text(), h.what);
+        }
+    }
+    s
 }
 
 pub fn status_text(dir: &Path, st: &LabState) -> String {

@@ -11,6 +11,7 @@ use super::guards::{sh, BLKIO_WRITE_BPS};
 use super::procs;
 use super::state::{LabState, Step};
 use crate::base::error::UsageError;
+use crate::knob::{Owner, Registry};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,8 @@ pub struct Undo<'a> {
     pub lazy: bool,
     /// Set by SIGINT/SIGTERM: stop between steps.
     pub stop: &'a AtomicBool,
+    /// Where the steps' knobs are held.
+    pub knobs: &'a Registry,
 }
 
 /// How long umount is retried on EBUSY (a writer that just exited).
@@ -41,6 +44,8 @@ const TERM_GRACE: Duration = Duration::from_secs(5);
 /// `lab down`: restores everything `up` changed. Fine to run with no lab.
 pub fn down(dir: &Path, o: DownOptions, stop: &AtomicBool) -> anyhow::Result<()> {
     super::checks::need_root("down")?;
+    let knobs = Registry::machine();
+    recover_knobs(&knobs);
     let Some(st) = LabState::load(dir)? else {
         eprintln!("stallscope: no lab at {}; nothing to undo", dir.display());
         tidy_tracefs();
@@ -71,7 +76,15 @@ pub fn down(dir: &Path, o: DownOptions, stop: &AtomicBool) -> anyhow::Result<()>
         }
     }
     let n = st.steps.len();
-    let left = undo(dir, st, &Undo { lazy: o.lazy, stop });
+    let left = undo(
+        dir,
+        st,
+        &Undo {
+            lazy: o.lazy,
+            stop,
+            knobs: &knobs,
+        },
+    );
     tidy_tracefs();
     let left = left?;
     eprintln!(
@@ -80,6 +93,15 @@ pub fn down(dir: &Path, o: DownOptions, stop: &AtomicBool) -> anyhow::Result<()>
         n - left
     );
     Ok(())
+}
+
+/// Puts back the knobs dead owners left changed (`Registry::recover`),
+/// saying each; a failure is said, not fatal.
+pub fn recover_knobs(knobs: &Registry) {
+    match knobs.recover() {
+        Ok(lines) => lines.iter().for_each(|l| eprintln!("stallscope: {l}")),
+        Err(e) => eprintln!("stallscope: the knob registry: {e:#}"),
+    }
 }
 
 /// Removes what killed stallscope runs (a trial killed mid-run among
@@ -182,6 +204,7 @@ pub fn undo(dir: &Path, mut st: LabState, u: &Undo) -> anyhow::Result<usize> {
             _ => None,
         })
         .collect();
+    let owners = st.owners(dir);
     let mut kept: Vec<Step> = Vec::new();
     let mut problems = Vec::new();
     while let Some(step) = st.steps.pop() {
@@ -190,9 +213,11 @@ pub fn undo(dir: &Path, mut st: LabState, u: &Undo) -> anyhow::Result<usize> {
             problems.push("interrupted".to_string());
             break;
         }
+        let owner = &owners[st.steps.len()];
         let outcome = match blocked_by(&step, &kept) {
             Some(why) => Err(why),
-            None => undo_step(&step, u.lazy, &moved).map_err(|e| short(&format!("{e:#}"))),
+            None => undo_step(&step, u.lazy, &moved, (u.knobs, owner))
+                .map_err(|e| short(&format!("{e:#}"))),
         };
         if let Err(why) = outcome {
             problems.push(format!("{}: {why}", step.describe()));
@@ -225,27 +250,38 @@ fn short(e: &str) -> String {
     }
 }
 
-/// Undoes one step (see `Step` for what each undo does).
-pub fn undo_step(step: &Step, lazy: bool, moved: &HashMap<u32, PathBuf>) -> anyhow::Result<()> {
+/// Undoes one step (see `Step` for what each undo does): a registered
+/// one by releasing its knobs' holds (`by`: the registry, and the lab or
+/// the trial that holds them), which writes back what is then in force.
+pub fn undo_step(
+    step: &Step,
+    lazy: bool,
+    moved: &HashMap<u32, PathBuf>,
+    by: (&Registry, &Owner),
+) -> anyhow::Result<()> {
+    if step.registered() {
+        return step.knobs().iter().try_for_each(|k| by.0.release(k, by.1));
+    }
     if let Some(r) = cap::undo_v2(step, Path::new("/proc"), moved) {
         return r;
     }
     match step {
-        Step::Dirty { original } => original.write()?,
+        Step::Dirty { original, .. } => original.write()?,
         Step::BlkioCap {
             major,
             minor,
             original,
+            ..
         } => std::fs::write(BLKIO_WRITE_BPS, format!("{major}:{minor} {original}"))?,
         // A knob whose device is gone has nothing to restore.
-        Step::Sysfs { path, original } if path.exists() => std::fs::write(path, original)?,
+        Step::Sysfs { path, original, .. } if path.exists() => std::fs::write(path, original)?,
         Step::Mount { mount, .. } => {
             if is_mountpoint(mount) {
                 umount(mount, lazy)?;
             }
             let _ = std::fs::remove_dir(mount);
         }
-        Step::Sysctl { name, original } => std::fs::write(sysctl_path(name), original)?,
+        Step::Sysctl { name, original, .. } => std::fs::write(sysctl_path(name), original)?,
         Step::Remount {
             device,
             mount,
@@ -258,10 +294,7 @@ pub fn undo_step(step: &Step, lazy: bool, moved: &HashMap<u32, PathBuf>) -> anyh
     Ok(())
 }
 
-/// `/proc/sys/vm/dirty_bytes` for `vm.dirty_bytes`.
-pub fn sysctl_path(name: &str) -> PathBuf {
-    Path::new("/proc/sys").join(name.replace('.', "/"))
-}
+pub use crate::knob::sysctl_path;
 
 /// Unmounts and mounts `device` again with `options`, so every option not
 /// in them is back at its default.
@@ -390,6 +423,7 @@ mod tests {
             file: "/cg/cgroup.subtree_control".into(),
             original: String::new(),
             added: vec!["io".into()],
+            registered: true,
         };
         assert!(blocked_by(
             &sub,
@@ -407,6 +441,48 @@ mod tests {
         assert_eq!(short(&long).chars().count(), 201);
     }
 
+    /// Two labs hold one knob (a plain file standing in for a sysfs
+    /// knob): the top one's `down` writes back the other's value, not the
+    /// original; the last one's the original.
+    #[test]
+    fn a_labs_undo_releases_its_hold_and_leaves_another_labs_value() {
+        use crate::knob::{Knob, Value};
+        let t = tempfile::tempdir().unwrap();
+        let knob = t.path().join("stable_writes");
+        std::fs::write(&knob, "0").unwrap();
+        let knobs = Registry::at(t.path().join("run"));
+        let step = Step::Sysfs {
+            path: knob.clone(),
+            original: "0".into(),
+            registered: true,
+        };
+        let mut labs = Vec::new();
+        for (name, value) in [("a", "1"), ("b", "2")] {
+            let dir = t.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut st = LabState::default();
+            st.save(&dir).unwrap();
+            let by = super::super::state::Claimant::lab(&knobs, &dir);
+            let set = (Knob::file(&knob), Value::Text(value.into()));
+            by.hold(&mut st, &dir, step.clone(), &[set]).unwrap();
+            labs.push((dir, st));
+        }
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "2");
+        let never = AtomicBool::new(false);
+        let u = Undo {
+            lazy: false,
+            stop: &never,
+            knobs: &knobs,
+        };
+        let (b, st_b) = labs.pop().unwrap();
+        assert_eq!(undo(&b, st_b, &u).unwrap(), 0);
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "1", "a's");
+        let (a, st_a) = labs.pop().unwrap();
+        assert_eq!(undo(&a, st_a, &u).unwrap(), 0);
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "0");
+        assert!(knobs.entries().unwrap().is_empty());
+    }
+
     /// Non-root steps only: the state keeps exactly what is left, in order.
     #[test]
     fn an_interrupted_undo_keeps_what_is_left() {
@@ -419,6 +495,7 @@ mod tests {
             Step::Sysfs {
                 path: knob.clone(),
                 original: "0".into(),
+                registered: false,
             },
             Step::Image {
                 path: t.path().join("gone.img"),
@@ -429,12 +506,14 @@ mod tests {
             ..LabState::default()
         };
         let stop = AtomicBool::new(true);
+        let knobs = Registry::at(t.path().join("run"));
         let e = undo(
             &dir,
             st.clone(),
             &Undo {
                 lazy: false,
                 stop: &stop,
+                knobs: &knobs,
             },
         )
         .unwrap_err();
@@ -451,7 +530,8 @@ mod tests {
                 st,
                 &Undo {
                     lazy: false,
-                    stop: &go
+                    stop: &go,
+                    knobs: &knobs,
                 }
             )
             .unwrap(),

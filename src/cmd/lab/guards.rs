@@ -1,8 +1,11 @@
-//! Changes to the system that must be put back: sysctls, a blkio write cap,
-//! a loop-backed filesystem. Each is a guard that restores the original on
-//! drop (normal exit, error, or unwinding), so a test or a run that dies
-//! halfway leaves the machine as it found it.
+//! Changes to the system that must be put back: the dirty limits, a blkio
+//! write cap, a loop-backed filesystem. Each is a guard that puts it back
+//! on drop (normal exit, error, or unwinding); the knobs are held in the
+//! machine's registry (`crate::knob`) in the test process's name, so
+//! another holder's value is never undone and a test killed before its
+//! guards drop is put back by the next stallscope run as root.
 
+use crate::knob::{Knob, Owner, Registry, Value};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,115 +27,74 @@ pub fn sh(cmd: &str, args: &[&str]) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// The vm dirty limits. Writing `*_bytes` zeroes the matching `*_ratio` and
-/// vice versa, so both of a pair are saved and the non-zero one restored.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DirtyLimits {
-    pub dirty_bytes: u64,
-    pub dirty_ratio: u64,
-    pub background_bytes: u64,
-    pub background_ratio: u64,
-}
+pub use crate::knob::{DirtyLimits, BLKIO_WRITE_BPS};
 
-const VM: &str = "/proc/sys/vm";
-
-fn read_u64(p: &Path) -> io::Result<u64> {
-    fs::read_to_string(p)?
-        .trim()
-        .parse()
-        .map_err(|e| io::Error::other(format!("{}: {e}", p.display())))
-}
-
-impl DirtyLimits {
-    pub fn read() -> io::Result<DirtyLimits> {
-        let v = |n: &str| read_u64(&Path::new(VM).join(n));
-        Ok(DirtyLimits {
-            dirty_bytes: v("dirty_bytes")?,
-            dirty_ratio: v("dirty_ratio")?,
-            background_bytes: v("dirty_background_bytes")?,
-            background_ratio: v("dirty_background_ratio")?,
-        })
+/// The cgroup v1 write cap of one device, as read from the throttle file.
+pub fn blkio_cap(major: u32, minor: u32) -> io::Result<u64> {
+    match Knob::blkio(major, minor).read()? {
+        Value::Bps(b) => Ok(b),
+        v => Err(io::Error::other(format!("blkio cap read as {v:?}"))),
     }
+}
 
-    pub fn write(&self) -> io::Result<()> {
-        let w = |n: &str, v: u64| fs::write(Path::new(VM).join(n), v.to_string());
-        // Background first when lowering, so it never exceeds the hard limit.
-        if self.background_bytes > 0 {
-            w("dirty_background_bytes", self.background_bytes)?;
-        } else {
-            w("dirty_background_ratio", self.background_ratio)?;
-        }
-        if self.dirty_bytes > 0 {
-            w("dirty_bytes", self.dirty_bytes)
-        } else {
-            w("dirty_ratio", self.dirty_ratio)
+/// A knob this (test) process holds in the machine's registry
+/// (`crate::knob`), released on drop. Killed before it drops, the next
+/// stallscope run as root puts the knob back: the hold names this
+/// process, which is gone.
+struct Held {
+    knobs: Registry,
+    knob: Knob,
+    owner: Owner,
+}
+
+impl Held {
+    fn set(knob: Knob, value: Value, what: &str) -> io::Result<Held> {
+        let (knobs, owner) = (Registry::machine(), Owner::this_process());
+        let what = format!("test pid {} ({what})", std::process::id());
+        knobs
+            .set(&knob, &value, &owner, &what)
+            .map_err(|e| io::Error::other(format!("{e:#}")))?;
+        Ok(Held { knobs, knob, owner })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Err(e) = self.knobs.release(&self.knob, &self.owner) {
+            eprintln!("stallscope: could not put back {}: {e:#}", self.knob.name());
         }
     }
 }
 
-/// Sets dirty limits in bytes; restores the originals on drop.
+/// Sets dirty limits in bytes; puts back what was in force on drop.
 pub struct DirtyGuard {
-    original: DirtyLimits,
+    _held: Held,
 }
 
 impl DirtyGuard {
     pub fn set_bytes(dirty: u64, background: u64) -> io::Result<DirtyGuard> {
-        let original = DirtyLimits::read()?;
-        let g = DirtyGuard { original };
-        DirtyLimits {
+        let limits = DirtyLimits {
             dirty_bytes: dirty,
             dirty_ratio: 0,
             background_bytes: background,
             background_ratio: 0,
-        }
-        .write()?;
-        Ok(g)
+        };
+        let held = Held::set(Knob::dirty(), Value::Dirty(limits), "DirtyGuard")?;
+        Ok(DirtyGuard { _held: held })
     }
-}
-
-impl Drop for DirtyGuard {
-    fn drop(&mut self) {
-        if let Err(e) = self.original.write() {
-            eprintln!("stallscope: could not restore dirty limits: {e}");
-        }
-    }
-}
-
-pub const BLKIO_WRITE_BPS: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device";
-
-/// The cgroup v1 write cap of one device, as read from the throttle file.
-pub fn blkio_cap(major: u32, minor: u32) -> io::Result<u64> {
-    let text = fs::read_to_string(BLKIO_WRITE_BPS)?;
-    Ok(crate::source::cgroup::v1_wbps(&text, major, minor))
 }
 
 /// A write-bandwidth cap on a device through the root blkio cgroup (v1),
-/// which also slows the kernel's own writeback; restored on drop.
+/// which also slows the kernel's own writeback; put back on drop.
 pub struct BlkioCap {
-    major: u32,
-    minor: u32,
-    original: u64,
+    _held: Held,
 }
 
 impl BlkioCap {
     pub fn set(major: u32, minor: u32, bytes_per_s: u64) -> io::Result<BlkioCap> {
-        let original = blkio_cap(major, minor)?;
-        let g = BlkioCap {
-            major,
-            minor,
-            original,
-        };
-        fs::write(BLKIO_WRITE_BPS, format!("{major}:{minor} {bytes_per_s}"))?;
-        Ok(g)
-    }
-}
-
-impl Drop for BlkioCap {
-    fn drop(&mut self) {
-        let v = format!("{}:{} {}", self.major, self.minor, self.original);
-        if let Err(e) = fs::write(BLKIO_WRITE_BPS, v) {
-            eprintln!("stallscope: could not restore the blkio cap: {e}");
-        }
+        let knob = Knob::blkio(major, minor);
+        let held = Held::set(knob, Value::Bps(bytes_per_s), "BlkioCap")?;
+        Ok(BlkioCap { _held: held })
     }
 }
 

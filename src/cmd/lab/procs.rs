@@ -6,42 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// One process from /proc/PID/stat.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProcEntry {
-    pub pid: u32,
-    pub ppid: u32,
-    pub comm: String,
-    pub state: char,
-    /// Start time in clock ticks since boot: with the pid, names a process.
-    pub start: u64,
-}
-
-/// Parses a stat line (the comm may hold spaces and parentheses).
-pub fn parse_stat(line: &str) -> Option<ProcEntry> {
-    let open = line.find('(')?;
-    let close = line.rfind(')')?;
-    let rest: Vec<&str> = line[close + 1..].split_whitespace().collect();
-    // state ppid ... starttime is field 22 of the line, 20 after the comm.
-    Some(ProcEntry {
-        pid: line[..open].trim().parse().ok()?,
-        comm: line.get(open + 1..close)?.to_string(),
-        state: rest.first()?.chars().next()?,
-        ppid: rest.get(1)?.parse().ok()?,
-        start: rest.get(19)?.parse().ok()?,
-    })
-}
-
-/// The process `pid`, when it exists and is not a zombie.
-pub fn entry(proc: &Path, pid: u32) -> Option<ProcEntry> {
-    let text = std::fs::read_to_string(proc.join(pid.to_string()).join("stat")).ok()?;
-    parse_stat(&text).filter(|e| e.state != 'Z')
-}
-
-/// Whether `pid` is still the process that started at `start`.
-pub fn alive(proc: &Path, pid: u32, start: u64) -> bool {
-    entry(proc, pid).is_some_and(|e| e.start == start)
-}
+pub use crate::knob::owner::{alive, entry, parse_stat, ProcEntry};
 
 /// The pids under /proc.
 fn pids(proc: &Path) -> Vec<u32> {

@@ -2,13 +2,18 @@
 //! in reverse, also after a crash or a SIGKILL halfway through. Each step
 //! is written to the state file *before* the change it records is made
 //! (for a change to an existing setting: with the original value), and the
-//! file is replaced atomically.
+//! file is replaced atomically. A step that changes a kernel knob is also
+//! a hold in the machine's registry (`crate::knob`), in the lab's name or
+//! a trial's (`registered`), and its undo releases that hold; a step of an
+//! older build (no hold) is undone by writing its original back.
 
+use crate::knob::{Knob, Owner, Registry, Value};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub const STATE_FILE: &str = "state.json";
+/// Its presence keeps the lab alive as an owner of knobs.
+pub const STATE_FILE: &str = crate::knob::owner::LAB_STATE_FILE;
 
 /// One change, with what is needed to undo it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,19 +37,32 @@ pub enum Step {
         major: u32,
         minor: u32,
         original: u64,
+        /// Held in the knob registry (false: a step of an older build).
+        #[serde(default)]
+        registered: bool,
     },
     /// The dirty limits as they were.
     Dirty {
-        original: super::guards::DirtyLimits,
+        original: crate::knob::DirtyLimits,
+        #[serde(default)]
+        registered: bool,
     },
     /// A sysfs knob (e.g. queue/stable_writes) and its original text.
-    Sysfs { path: PathBuf, original: String },
-    /// Controllers we enabled in a v2 cgroup.subtree_control file (`added`;
-    /// undone by disabling them again).
+    Sysfs {
+        path: PathBuf,
+        original: String,
+        #[serde(default)]
+        registered: bool,
+    },
+    /// Controllers the lab needs on in a v2 cgroup.subtree_control file
+    /// (`added`: each held in the registry; by an older build: those it
+    /// enabled, undone by disabling them again).
     Subtree {
         file: PathBuf,
         original: String,
         added: Vec<String>,
+        #[serde(default)]
+        registered: bool,
     },
     /// A v2 cgroup we created (undone: processes left in it moved out, rmdir).
     Cgroup { path: PathBuf },
@@ -58,14 +76,24 @@ pub enum Step {
     /// A process moved into the lab's group (`lab exec`, `lab adopt`): its
     /// start time (so a reused pid is not moved) and the group it left.
     Moved { pid: u32, start: u64, from: PathBuf },
-    /// The steps after this one are an advise trial's (process `pid`):
-    /// undone by the trial after each run, or, when it died, by the next
-    /// trial or `lab down`. Undoing the marker itself changes nothing.
-    Trial { pid: u32 },
+    /// The steps after this one are an advise trial's (process `pid`,
+    /// started at `start`; None from an older build): undone by the trial
+    /// after each run, or, when it died, by the next trial or `lab down`.
+    /// Undoing the marker itself changes nothing.
+    Trial {
+        pid: u32,
+        #[serde(default)]
+        start: Option<u64>,
+    },
     /// A sysctl (`/proc/sys/NAME` with dots as slashes) and its original
     /// text. The vm dirty limits are recorded as `Dirty` instead: writing
     /// one of a bytes/ratio pair zeroes the other.
-    Sysctl { name: String, original: String },
+    Sysctl {
+        name: String,
+        original: String,
+        #[serde(default)]
+        registered: bool,
+    },
     /// A filesystem remounted with another option; undone by mounting it
     /// afresh with the options it had (a remount cannot unset an option
     /// the original list leaves at its default, such as ext4's `commit=`).
@@ -102,12 +130,112 @@ impl Step {
             Step::Moved { pid, from, .. } => {
                 format!("pid {pid} moved from cgroup {}", from.display())
             }
-            Step::Trial { pid } => format!("an advise trial's changes (pid {pid}) from here"),
-            Step::Sysctl { name, original } => format!("sysctl {name} (was {original})"),
+            Step::Trial { pid, .. } => {
+                format!("an advise trial's changes (pid {pid}) from here")
+            }
+            Step::Sysctl { name, original, .. } => format!("sysctl {name} (was {original})"),
             Step::Remount { mount, options, .. } => {
                 format!("remount of {} (options were {options})", mount.display())
             }
         }
+    }
+}
+
+impl Step {
+    /// Whether the step's change is a hold in the knob registry.
+    pub fn registered(&self) -> bool {
+        matches!(
+            self,
+            Step::BlkioCap {
+                registered: true,
+                ..
+            } | Step::Dirty {
+                registered: true,
+                ..
+            } | Step::Sysfs {
+                registered: true,
+                ..
+            } | Step::Subtree {
+                registered: true,
+                ..
+            } | Step::Sysctl {
+                registered: true,
+                ..
+            }
+        )
+    }
+
+    /// The knobs the step changes, as the registry names them.
+    pub fn knobs(&self) -> Vec<Knob> {
+        match self {
+            Step::BlkioCap { major, minor, .. } => vec![Knob::blkio(*major, *minor)],
+            Step::Dirty { .. } => vec![Knob::dirty()],
+            Step::Sysfs { path, .. } => vec![Knob::file(path)],
+            Step::Sysctl { name, .. } => vec![Knob::sysctl(name)],
+            Step::Subtree { file, added, .. } => {
+                added.iter().map(|c| Knob::controller(file, c)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The owner a trial marker names: its process.
+pub fn trial_owner(pid: u32, start: Option<u64>) -> Owner {
+    Owner::Process {
+        pid,
+        start: start.unwrap_or(0),
+    }
+}
+
+/// Who changes knobs for the steps it records, in the machine's registry:
+/// a lab (its directory) or a trial (its process).
+pub struct Claimant<'a> {
+    pub knobs: &'a Registry,
+    pub owner: Owner,
+    /// What the holds are for, as `lab status` shows them.
+    pub what: String,
+}
+
+impl<'a> Claimant<'a> {
+    /// The lab at `dir` (which exists).
+    pub fn lab(knobs: &'a Registry, dir: &Path) -> Claimant<'a> {
+        Claimant {
+            knobs,
+            owner: Owner::lab(dir),
+            what: format!("lab up --dir {}", dir.display()),
+        }
+    }
+
+    /// This process, a trial on the lab at `dir`.
+    pub fn trial(knobs: &'a Registry, dir: &Path) -> Claimant<'a> {
+        Claimant {
+            knobs,
+            owner: Owner::this_process(),
+            what: format!(
+                "trial pid {} on the lab at {}",
+                std::process::id(),
+                dir.display()
+            ),
+        }
+    }
+
+    /// Records `step` (a registered one) durably, then sets its knobs:
+    /// killed in between, the step's undo finds no hold and changes
+    /// nothing.
+    pub fn hold(
+        &self,
+        st: &mut LabState,
+        dir: &Path,
+        step: Step,
+        sets: &[(Knob, Value)],
+    ) -> anyhow::Result<()> {
+        debug_assert!(step.registered());
+        st.push(dir, step)?;
+        for (k, v) in sets {
+            self.knobs.set(k, v, &self.owner, &self.what)?;
+        }
+        Ok(())
     }
 }
 
@@ -158,6 +286,21 @@ impl LabState {
             *last = step;
         }
         self.save(dir)
+    }
+
+    /// Who holds each step's knobs: the lab at `dir`, or for the steps
+    /// after a trial marker that trial.
+    pub fn owners(&self, dir: &Path) -> Vec<Owner> {
+        let mut owner = Owner::lab(dir);
+        self.steps
+            .iter()
+            .map(|s| {
+                if let Step::Trial { pid, start } = s {
+                    owner = trial_owner(*pid, *start);
+                }
+                owner.clone()
+            })
+            .collect()
     }
 
     /// The v2 group the lab caps in, when it does.

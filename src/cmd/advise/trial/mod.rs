@@ -247,7 +247,12 @@ fn one_run(
         Side::A => (&t.cfg_a, None),
         Side::B => (
             &t.cfg_b,
-            Some(apply::apply(&t.lab_dir, &t.settings, &t.lab.mount)?),
+            Some(apply::apply(
+                &t.lab_dir,
+                &t.settings,
+                &t.lab.mount,
+                &crate::knob::Registry::machine(),
+            )?),
         ),
     };
     let r = run_config(cfg, t.run_secs, head, stop, progress);

@@ -63,7 +63,7 @@ pub fn apply_line(s: &Setting, lab: &Lab) -> Option<String> {
 /// The commands that undo one recorded step by hand.
 pub fn revert_lines(step: &Step) -> Vec<String> {
     match step {
-        Step::Dirty { original: d } => {
+        Step::Dirty { original: d, .. } => {
             let pair = |bytes: u64, ratio: u64, b: &str, r: &str| {
                 if bytes > 0 {
                     format!("sysctl -w vm.{b}={bytes}")
@@ -81,14 +81,14 @@ pub fn revert_lines(step: &Step) -> Vec<String> {
                 pair(d.dirty_bytes, d.dirty_ratio, "dirty_bytes", "dirty_ratio"),
             ]
         }
-        Step::Sysctl { name, original } => {
+        Step::Sysctl { name, original, .. } => {
             debug_assert!(sysctl_path(name).starts_with("/proc/sys"));
             vec![format!(
                 "sysctl -w {}",
                 quote(&format!("{name}={original}"))
             )]
         }
-        Step::Sysfs { path, original } => vec![format!(
+        Step::Sysfs { path, original, .. } => vec![format!(
             "echo {} > {}",
             quote(original),
             quote(&path.to_string_lossy())
@@ -220,10 +220,12 @@ mod tests {
             Step::Sysfs {
                 path: bdi.join("max_ratio_fine"),
                 original: "1000000".into(),
+                registered: true,
             },
             Step::Sysfs {
                 path: bdi.join("strict_limit"),
                 original: "0".into(),
+                registered: true,
             },
         ];
         let run: Vec<String> = [
@@ -270,6 +272,7 @@ mod tests {
                 background_bytes: 268_435_456,
                 background_ratio: 0,
             },
+            registered: true,
         };
         assert_eq!(
             revert_lines(&step),

@@ -31,7 +31,7 @@ pub fn prepare(w: &Workload, t: &Treatment, o: &TrialOptions) -> anyhow::Result<
         return Err(UsageError::new(msg).into());
     }
     crate::cmd::lab::checks::need_root("trials")?;
-    let n = apply::restore_left(&o.lab_dir)?;
+    let n = apply::restore_left(&o.lab_dir, &crate::knob::Registry::machine())?;
     if n > 0 {
         eprintln!("stallscope: put back {n} change(s) an earlier trial left (killed?)");
     }

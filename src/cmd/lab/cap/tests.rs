@@ -1,4 +1,6 @@
 use super::*;
+use crate::cmd::lab::down::undo_step;
+use crate::knob::Registry;
 
 fn cgroups(mountinfo: &str) -> Cgroups {
     Cgroups::parse(mountinfo)
@@ -64,16 +66,10 @@ fn warnings_say_what_the_cap_leaves_out() {
 }
 
 #[test]
-fn controllers_enabled_are_only_the_missing_available_ones() {
-    assert_eq!(
-        wanted_controllers("memory pids", "cpu io memory pids"),
-        ["io"]
-    );
-    assert_eq!(
-        wanted_controllers("", "cpu io memory pids"),
-        ["io", "memory"]
-    );
-    assert!(wanted_controllers("io memory", "io memory").is_empty());
+fn controllers_held_are_io_and_memory_where_available() {
+    assert_eq!(wanted_controllers("cpu io memory pids"), ["io", "memory"]);
+    assert_eq!(wanted_controllers("cpu io pids\n"), ["io"]);
+    assert!(wanted_controllers("cpu pids").is_empty());
     assert_eq!(
         subtree_text('-', &["io".into(), "memory".into()]),
         "-io -memory"
@@ -98,15 +94,29 @@ fn fake_root() -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 #[test]
 fn v2_cap_steps_on_a_fake_root_are_recorded_first_and_undone() {
-    let (_t, root, dir) = fake_root();
+    let (t, root, dir) = fake_root();
+    let sub = root.join("cgroup.subtree_control");
+    // Neither on: a plain file keeps only the last write, so a second
+    // controller's original read after the first's write would be wrong.
+    std::fs::write(&sub, "pids\n").unwrap();
+    let knobs = Registry::at(t.path().join("run"));
+    let by = Claimant::lab(&knobs, &dir);
     let mut st = LabState::default();
-    let g = ensure_group(&root, &dir, &mut st).unwrap();
+    let g = ensure_group(&root, &dir, &mut st, &by).unwrap();
     assert_eq!(g, root.join(LAB_GROUP));
     assert!(g.is_dir());
-    let sub = root.join("cgroup.subtree_control");
-    assert_eq!(std::fs::read_to_string(&sub).unwrap(), "+io");
+    // The fake file keeps the last write: io's, then memory's.
+    assert_eq!(std::fs::read_to_string(&sub).unwrap(), "+memory");
+    let held = knobs.entries().unwrap();
+    assert_eq!(held.len(), 2, "io and memory, each held by the lab");
+    assert_eq!(held[0].knob, crate::knob::Knob::controller(&sub, "io"));
+    assert_eq!(held[0].original, crate::knob::Value::On(false));
     cap_v2(&g, &dir, &mut st, (7, 3), 20 << 20).unwrap();
-    assert_eq!(ensure_group(&root, &dir, &mut st).unwrap(), g, "made once");
+    assert_eq!(
+        ensure_group(&root, &dir, &mut st, &by).unwrap(),
+        g,
+        "made once"
+    );
     cap_v2(&g, &dir, &mut st, (7, 4), 20 << 20).unwrap();
     assert_eq!(
         std::fs::read_to_string(g.join("io.max")).unwrap(),
@@ -117,8 +127,9 @@ fn v2_cap_steps_on_a_fake_root_are_recorded_first_and_undone() {
         [
             Step::Subtree {
                 file: sub.clone(),
-                original: "memory pids".into(),
-                added: vec!["io".into()]
+                original: "pids".into(),
+                added: vec!["io".into(), "memory".into()],
+                registered: true,
             },
             Step::Cgroup { path: g.clone() },
             Step::IoMax {
@@ -143,9 +154,56 @@ fn v2_cap_steps_on_a_fake_root_are_recorded_first_and_undone() {
         std::fs::read_to_string(g.join("io.max")).unwrap(),
         "7:4 wbps=max"
     );
-    undo_v2(&st.steps[0], proc, &none).unwrap().unwrap();
-    assert_eq!(std::fs::read_to_string(&sub).unwrap(), "-io");
+    assert!(
+        undo_v2(&st.steps[0], proc, &none).is_none(),
+        "held: released"
+    );
+    undo_step(&st.steps[0], false, &none, (&knobs, &by.owner)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&sub).unwrap(),
+        "-memory",
+        "off again"
+    );
+    assert!(knobs.entries().unwrap().is_empty());
     assert!(undo_v2(&Step::Image { path: "/x".into() }, proc, &none).is_none());
+    // A step of an older build disables what it added.
+    let old = Step::Subtree {
+        file: sub.clone(),
+        original: "memory pids".into(),
+        added: vec!["io".into()],
+        registered: false,
+    };
+    undo_v2(&old, proc, &none).unwrap().unwrap();
+    assert_eq!(std::fs::read_to_string(&sub).unwrap(), "-io");
+}
+
+/// Two v2 labs: the second's `up` fails (the group is the first's) and
+/// its undo releases io, which the first still holds: io stays on.
+#[test]
+fn a_second_labs_undo_leaves_the_first_ones_controller_on() {
+    let (t, root, dir) = fake_root();
+    std::fs::write(root.join("cgroup.controllers"), "io\n").unwrap();
+    let sub = root.join("cgroup.subtree_control");
+    std::fs::write(&sub, "\n").unwrap();
+    let knobs = Registry::at(t.path().join("run"));
+    let first = Claimant::lab(&knobs, &dir);
+    let mut st = LabState::default();
+    ensure_group(&root, &dir, &mut st, &first).unwrap();
+    let dir_b = t.path().join("lab-b");
+    std::fs::create_dir_all(&dir_b).unwrap();
+    let second = Claimant::lab(&knobs, &dir_b);
+    let mut st_b = LabState::default();
+    let e = ensure_group(&root, &dir_b, &mut st_b, &second).unwrap_err();
+    assert!(e.to_string().contains("mkdir"), "{e}");
+    let none = HashMap::new();
+    undo_step(&st_b.steps[0], false, &none, (&knobs, &second.owner)).unwrap();
+    assert_eq!(std::fs::read_to_string(&sub).unwrap(), "+io", "the first's");
+    undo_step(&st.steps[0], false, &none, (&knobs, &first.owner)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&sub).unwrap(),
+        "-io",
+        "the original"
+    );
 }
 
 #[test]
