@@ -47,11 +47,15 @@ dir=$(mktemp -d /var/tmp/server-cost.XXXXXX)
 chmod 755 "$dir"
 pgdata=$dir/pg
 port=$((54400 + RANDOM % 500))
-observer=""
 mounted=""
 pg() { runuser -u postgres -- "$@"; }
 cleanup() {
-  [ -n "$observer" ] && kill -INT "$observer" 2>/dev/null && wait "$observer" 2>/dev/null || true
+  # A round runs in a subshell (`< <(round ...)`): its observer's pid is
+  # in a file, not in this shell's variable.
+  if [ -s "$dir/observer.pid" ]; then
+    kill -INT "$(cat "$dir/observer.pid")" 2>/dev/null || true
+    sleep 2
+  fi
   pg "$pgbin/pg_ctl" -D "$pgdata" stop -m immediate -w >/dev/null 2>&1 || true
   rm -rf "$dir"
   [ -z "$mounted" ] || umount "$mounted" || true
@@ -107,6 +111,7 @@ start_observer() {
     calltime) bpftrace "$bt" "$postmaster" >/dev/null 2>"$log" & ;;
   esac
   observer=$!
+  echo "$observer" >"$dir/observer.pid"
   sleep 2
   kill -0 "$observer" 2>/dev/null || { echo "leg $1: the observer exited:" >&2; cat "$log" >&2; exit 1; }
 }
@@ -115,6 +120,7 @@ stop_observer() {
   kill -INT "$observer" 2>/dev/null || true
   wait "$observer" 2>/dev/null || true
   observer=""
+  : >"$dir/observer.pid"
 }
 
 # One round of leg $1: prints "tps p99_ms cpu%" (cpu%: the observer's own
