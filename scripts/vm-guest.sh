@@ -289,14 +289,14 @@ test_binaries() {
     say "test binary $name: $exe"
     t0=$SECONDS
     (cd "$repo" && STALLSCOPE_REQUIRE_ROOT_TESTS=1 TMPDIR=/var/tmp RUST_BACKTRACE=1 \
-      timeout -k 10 2400 "$exe") >"$W/test-$name.txt" 2>&1
+      timeout -k 10 1200 "$exe") >"$W/test-$name.txt" 2>&1
     rc=$?
     took=$((SECONDS - t0))
     indent <"$W/test-$name.txt"
     res=$(grep '^test result:' "$W/test-$name.txt" | sed 's/^test result: //; s/; finished in .*//' |
       awk -F'[ ;.]+' '{p+=$2; f+=$4} END {if (NR) printf "%d passed, %d failed", p, f}')
     failed=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$W/test-$name.txt" | tr '\n' ' ')
-    [ $rc != 124 ] || failed="${failed}(killed after 2400 s) "
+    [ $rc != 124 ] || failed="${failed}(killed after 1200 s) "
     check "test:$name" "$([ $rc = 0 ] && echo ok)" "rc $rc in $took s: ${res:-no test result line}${failed:+; failed: $failed}" "$name ${took} s"
   done </vmtest/tests.list
 }

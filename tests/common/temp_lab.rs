@@ -79,7 +79,7 @@ impl TempLab {
     /// when the lab caps nothing; panics when it caps in a v2 group this
     /// process could not join.
     pub fn join(&self, fs: &LabFs) -> Option<CgroupJoin> {
-        let joined = join_for_targets(&[fs.mount.clone()]);
+        let joined = join_for_targets(std::slice::from_ref(&fs.mount));
         if let Some(group) = self.state().group() {
             assert!(
                 joined.is_some(),
