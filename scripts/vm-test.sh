@@ -57,7 +57,9 @@
 #
 # Measured 2026-12-04 on a 2-core host: a cold image build 95-121 s (whole
 # cold run 5m16s); with the image cached a run takes 3m10s-3m45s (4m30s
-# when lab up cannot cap and the diagnostic runs).
+# when lab up cannot cap and the diagnostic runs). 2026-12-06, image v2 (the
+# test binaries' packages): a cold build 339 s; the checks and `--tests ci`
+# 4m36s under TCG (lab 25 s, chains 14 s).
 #
 # Needs root, ~1.3 GiB in the cache, network access to the Debian mirror
 # for a cold build (debootstrap; apt-get installs debootstrap if missing).
@@ -83,10 +85,12 @@ SUITE=bookworm
 # log writer), prometheus (promtool, tests/metrics.rs), iproute2 (loopback up
 # for the servers they start).
 GUEST_PKGS="linux-image-amd64,initramfs-tools,postgresql,xfsprogs,tmux,procps,util-linux,kmod,e2fsprogs,jq,psmisc,btrfs-progs,rocksdb-tools,etcd-server,gcc,libc6-dev,prometheus,iproute2"
-# The test binaries CI runs in the guest (--tests ci): those whose root tests
-# cap a lab or run on cgroup v2 (see the README's test section for why not
-# the others).
-CI_TESTS="lab,stall_causes,postgres,chains,observe,idle_servers,rocksdb,call_bounds"
+# The test binaries CI runs in the guest (--tests ci): the lab's own moves
+# and caps on v2 (lab), and a test process that joins the lab's group and is
+# capped there (chains). The other root tests measure against a real server
+# or the kernel under 20-100 ms thresholds and fail under TCG, 5-10x slower
+# than the host (the README's test section lists them with their reasons).
+CI_TESTS="lab,chains"
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)

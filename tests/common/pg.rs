@@ -124,7 +124,7 @@ impl Drop for PgServer {
 
 /// PostgreSQL on a lab ext4 capped at `cap_mib` MiB/s, dirty limits
 /// 256M/64M (`common::capped`: on cgroup v2 the server starts inside the
-/// lab's group), `pgbench -i -s scale` loaded with the cap lifted (scale 0:
+/// lab's group), `pgbench -i -s scale` loaded with the cap and dirty limits lifted (scale 0:
 /// nothing loaded, a fresh cluster).
 pub struct PgLab {
     pub server: PgServer,
@@ -188,8 +188,9 @@ impl PgLab {
             String::from_utf8_lossy(&out.stderr)
         );
         if scale > 0 {
-            // Loading is not what is measured: at full speed, as before a cap.
-            let _uncapped = lab.lab.uncapped(&lab.fs);
+            // Loading is not what is measured: at full speed and under the
+            // machine's dirty limits, as before any lab.
+            let _lifted = lab.lab.lifted(&lab.fs);
             let init = server.pgbench(&["-i", "-q", "-s", &scale.to_string()]);
             assert!(
                 init.status.success(),

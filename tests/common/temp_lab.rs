@@ -4,7 +4,8 @@
 //! process: on cgroup v2 every lab caps in the one group `stallscope-lab`,
 //! and two would each record the other's dirty limits as the originals.
 
-use stallscope::cmd::lab::state::LabState;
+use stallscope::cmd::lab::guards::DirtyLimits;
+use stallscope::cmd::lab::state::{LabState, Step};
 use stallscope::source::cgroup::{device_numbers, join_for_targets, CgroupJoin};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -91,18 +92,21 @@ impl TempLab {
     }
 }
 
-/// The lab's cap on one device lifted until dropped, then set back as it
-/// was: v1's root blkio throttle, or v2's io.max in the lab's group. For
-/// work before what a test measures (loading a database), which the lab's
-/// cap, on from `lab up`, would slow for nothing.
-pub struct Uncapped {
+/// The lab's cap on one device and its dirty limits lifted until dropped,
+/// then set back as the lab made them: the cap on v1's root blkio throttle
+/// or in v2's io.max of the lab's group, the dirty limits as they were
+/// before `lab up`. For work before what a test measures (loading a
+/// database), done as before any lab: at full speed, under the machine's
+/// own dirty limits.
+pub struct Lifted {
     file: PathBuf,
     back: String,
+    dirty: Option<DirtyLimits>,
 }
 
 impl TempLab {
-    /// Lifts the lab's cap on `fs` (see [`Uncapped`]).
-    pub fn uncapped(&self, fs: &LabFs) -> Uncapped {
+    /// Lifts the lab's cap on `fs` and its dirty limits (see [`Lifted`]).
+    pub fn lifted(&self, fs: &LabFs) -> Lifted {
         use stallscope::source::cgroup;
         let (key, st) = (format!("{}:{}", fs.major, fs.minor), self.state());
         let (file, lift, back) = match st.group() {
@@ -118,15 +122,29 @@ impl TempLab {
                 (file, format!("{key} 0"), format!("{key} {cap}"))
             }
         };
+        let before_lab = st.steps.iter().find_map(|s| match s {
+            Step::Dirty { original } => Some(original.clone()),
+            _ => None,
+        });
+        let dirty = before_lab.map(|original| {
+            let lab = DirtyLimits::read().unwrap();
+            original.write().unwrap();
+            lab
+        });
         std::fs::write(&file, lift).unwrap();
-        Uncapped { file, back }
+        Lifted { file, back, dirty }
     }
 }
 
-impl Drop for Uncapped {
+impl Drop for Lifted {
     fn drop(&mut self) {
         if let Err(e) = std::fs::write(&self.file, &self.back) {
             eprintln!("could not set the lab's cap back ({}): {e}", self.back);
+        }
+        if let Some(d) = &self.dirty {
+            if let Err(e) = d.write() {
+                eprintln!("could not set the lab's dirty limits back: {e}");
+            }
         }
     }
 }
