@@ -62,7 +62,7 @@
 #   CHAIN_COST_KSTACK=1 adds offwake-kstack.
 # Takes about rounds x legs x (3 x seconds + 20 s) with all loads, plus a
 # minute for the lab: 5 rounds of 20 s, 5 legs, 30-35 minutes.
-# Needs PostgreSQL 15, bpftrace and bpftool (Debian: postgresql, bpftrace,
+# Needs PostgreSQL (the newest installed is used), bpftrace and bpftool (Debian: postgresql, bpftrace,
 # bpftool). Leaves nothing behind: on any exit PostgreSQL and the
 # microloads are stopped, the lab (/var/tmp/lab-cost) is taken down,
 # kernel.bpf_stats_enabled is restored, observers are stopped and no
@@ -73,7 +73,9 @@ secs=${2:-20}
 cap=${3:-20MiB}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (lab, tracing, bpf)" >&2; exit 1; }
-pgbin=/usr/lib/postgresql/15/bin
+# shellcheck source=scripts/pg-lab.sh
+. scripts/pg-lab.sh
+pgbin=$(pg_bin_dir) || pgbin=""
 read -r -a loads <<<"${CHAIN_COST_LOADS:-pgbench pingpong syncloop}"
 read -r -a legs <<<"${CHAIN_COST_LEGS:-none calls chains offwake calltime}"
 [ "${CHAIN_COST_KSTACK:-0}" = 1 ] && [[ " ${legs[*]} " != *" offwake-kstack "* ]] && legs+=(offwake-kstack)
@@ -86,7 +88,7 @@ done
 [[ " ${legs[*]} " == *" none "* ]] || { echo "the legs need none (the baseline)" >&2; exit 2; }
 for l in "${loads[@]}"; do
   case $l in
-    pgbench) [ -x "$pgbin/initdb" ] || { echo "PostgreSQL 15 missing (apt-get install postgresql)" >&2; exit 1; } ;;
+    pgbench) [ -n "$pgbin" ] || { echo "PostgreSQL missing (apt-get install postgresql)" >&2; exit 1; } ;;
     pingpong|syncloop) [ "$(nproc)" -ge 2 ] || { echo "$l needs 2 CPUs (one for the load, one for the observer)" >&2; exit 1; } ;;
     *) echo "unknown load $l (pgbench, pingpong, syncloop)" >&2; exit 2 ;;
   esac
@@ -125,8 +127,6 @@ load_pid=""
 ours=()   # stallscope pids: their tracefs instances must be gone
 ids=()    # the BPF programs of the bpftrace leg running now
 seen=-    # what stop_observer found
-# shellcheck source=scripts/pg-lab.sh
-. scripts/pg-lab.sh
 
 # Runs `sh -c $1 sh ARGS...` with tracefs at $tr, mounted in a mount
 # namespace of its own if it is not there (stallscope unmounts what it
@@ -380,7 +380,7 @@ pgbench_load() {
   if [ "$cap" = 0 ]; then capword="no write cap"; else capword="capped at $cap"; fi
   pg_lab_up
   postmaster=$(head -1 "$pgdata/postmaster.pid")
-  echo "PostgreSQL 15, pgbench -c 8 -j 2 -T $secs, ext4 $capword"
+  echo "PostgreSQL $(basename "$(dirname "$pgbin")"), pgbench -c 8 -j 2 -T $secs, ext4 $capword"
   printf '%-5s %-15s %8s %8s %8s %8s %9s %8s %8s\n' round leg tps sys% obs% bpf% pg_us/tx ctxt/s seen/s
   all_rounds round pg '%-5s %-15s %8.1f %8.2f %8.3f %8.3f %9.1f %8s %8s\n' tps sys obs bpf pgus ctxt seen
   pg_stop

@@ -13,15 +13,14 @@ secs=${2:-20}
 cap=${3:-20MiB}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (lab, tracing)" >&2; exit 1; }
-pgbin=/usr/lib/postgresql/15/bin
-[ -x "$pgbin/initdb" ] || { echo "PostgreSQL 15 missing (apt-get install postgresql)" >&2; exit 1; }
+# shellcheck source=scripts/pg-lab.sh
+. scripts/pg-lab.sh
+pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" >&2; exit 1; }
 cargo build --release --quiet
 bin=${CARGO_TARGET_DIR:-target}/release/stallscope
 lab=$(mktemp -d /var/tmp/observe-cost.XXXXXX)
 chmod 755 "$lab"
 port=54391
-# shellcheck source=scripts/pg-lab.sh
-. scripts/pg-lab.sh
 cleanup() {
   pg_stop
   "$bin" lab down --dir "$lab" >/dev/null 2>&1 || true
@@ -55,7 +54,7 @@ round() {
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 declare -A tps cpu
-echo "PostgreSQL 15, pgbench -c 8 -j 2 -T $secs, ext4 capped at $cap; $rounds rounds"
+echo "PostgreSQL $(basename "$(dirname "$pgbin")"), pgbench -c 8 -j 2 -T $secs, ext4 capped at $cap; $rounds rounds"
 printf '%-6s %-8s %10s %12s\n' round mode tps stallscope_cpu%
 for r in $(seq 1 "$rounds"); do
   for m in none sampled sched; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records the fixture tests/fixtures/recording/pgbench-observed.jsonl.gz:
-# PostgreSQL 15 observed (`run --observe-name postgres --record`) under
+# PostgreSQL (the newest installed; the fixture was made with 15) observed
+# (`run --observe-name postgres --record`) under
 # `pgbench -c 8 -j 2` on a lab ext4 capped at 10 MiB/s (the README's
 # "Diagnosing PostgreSQL" setup), stallscope started before pgbench.
 # `tests/advise_servers.rs` reads it: an observed server's cards are
@@ -15,16 +16,15 @@ secs=${1:-20}
 cd "$(dirname "$0")/.."
 out=${2:-tests/fixtures/recording/pgbench-observed.jsonl.gz}
 [ "$(id -u)" = 0 ] || { echo "needs root (lab, tracing)" >&2; exit 1; }
-pgbin=/usr/lib/postgresql/15/bin
-[ -x "$pgbin/initdb" ] || { echo "PostgreSQL 15 missing (apt-get install postgresql)" >&2; exit 1; }
+# shellcheck source=scripts/pg-lab.sh
+. scripts/pg-lab.sh
+pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" >&2; exit 1; }
 cargo build --release --quiet
 bin=${CARGO_TARGET_DIR:-target}/release/stallscope
 lab=$(mktemp -d /var/tmp/pg-fixture.XXXXXX)
 chmod 755 "$lab"
 port=54392
 cap=10MiB
-# shellcheck source=scripts/pg-lab.sh
-. scripts/pg-lab.sh
 cleanup() {
   pg_stop
   "$bin" lab down --dir "$lab" >/dev/null 2>&1 || true

@@ -58,7 +58,9 @@ guest_init() {
 W=/root/vmtest
 LAB=/var/tmp/stallscope-lab
 MNT=$LAB/mnt/ext4
-PGBIN=/usr/lib/postgresql/15/bin
+# shellcheck source=scripts/pg-lab.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pg-lab.sh" # pg_bin_dir, beside this script on the test disk
+PGBIN=$(pg_bin_dir || echo /usr/lib/postgresql/none)
 SOCK=/run/vmtest-pg
 PGLOG=/var/log/vmtest-pg
 FIX=$W/fixtures
@@ -272,6 +274,33 @@ pg_figures() { # jsonl -> sets nobs timings nstall nsync nsync_high bycause
   bybounds=$(jq -r 'select(.type=="stall") | .bounds // "none"' "$1" | sort | uniq -c | awk '{printf "%s%s %s", (NR>1?", ":""), $2, $1}')
 }
 
+# --- the test binaries (vm-test.sh --tests) --------------------------------------------
+# Each binary of /vmtest/tests.list ("NAME PATH") from the checkout's folder,
+# as cargo runs it, as root with STALLSCOPE_REQUIRE_ROOT_TESTS=1 (a skip
+# fails); its output indented, then one check `test:NAME`.
+test_binaries() {
+  local repo name exe rc t0 took res failed
+  repo=$(cat /vmtest/tests.repo)
+  say "test binaries: unpacking into $repo (and the stallscope binary they were built with)"
+  tar -C / -xf /vmtest/tests.tar || { fail tests "tests.tar did not unpack"; return; }
+  # Loopback for the servers the tests start (PostgreSQL, etcd, /metrics).
+  ip link set lo up
+  while read -r name exe; do
+    say "test binary $name: $exe"
+    t0=$SECONDS
+    (cd "$repo" && STALLSCOPE_REQUIRE_ROOT_TESTS=1 TMPDIR=/var/tmp RUST_BACKTRACE=1 \
+      timeout -k 10 1200 "$exe") >"$W/test-$name.txt" 2>&1
+    rc=$?
+    took=$((SECONDS - t0))
+    indent <"$W/test-$name.txt"
+    res=$(grep '^test result:' "$W/test-$name.txt" | sed 's/^test result: //; s/; finished in .*//' |
+      awk -F'[ ;.]+' '{p+=$2; f+=$4} END {if (NR) printf "%d passed, %d failed", p, f}')
+    failed=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$W/test-$name.txt" | tr '\n' ' ')
+    [ $rc != 124 ] || failed="${failed}(killed after 1200 s) "
+    check "test:$name" "$([ $rc = 0 ] && echo ok)" "rc $rc in $took s: ${res:-no test result line}${failed:+; failed: $failed}" "$name ${took} s"
+  done </vmtest/tests.list
+}
+
 # --- the checks -----------------------------------------------------------------------
 guest_tests() {
   exec </dev/null
@@ -283,6 +312,12 @@ guest_tests() {
   echo "VMTEST INFO binary $(cat /vmtest/binary-version)"
   echo "VMTEST INFO mounts $(findmnt -rn -o FSTYPE | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}') v1 cgroup mounts: $(findmnt -rn -t cgroup | wc -l)"
   echo "VMTEST INFO disk $(df -h / | awk 'NR==2 {print $4 " free on /"}'), memory $(free -m | awk '/Mem:/ {print $2 " MiB"}'), $(nproc) CPUs"
+  [ "$(cat /vmtest/checks 2>/dev/null)" = 0 ] || the_checks
+  [ ! -f /vmtest/tests.list ] || test_binaries
+  echo "VMTEST DONE"
+}
+
+the_checks() {
 
   # 1. probe
   say "check 1: stallscope probe"
@@ -393,7 +428,6 @@ guest_tests() {
   # 4. the kernel's tracefs formats, for fixtures
   say "check 4: tracefs format files and kernel stacks for fixtures"
   fixtures
-  echo "VMTEST DONE"
 }
 
 # `stallscope run` on the lab inside the hand-capped cgroup $1.

@@ -3,10 +3,30 @@
 # only) under QEMU with TCG (no hardware virtualisation needed).
 #
 #   sudo scripts/vm-test.sh [--binary PATH] [--keep] [--shell] [--save-fixtures]
-#                           [--rebuild] [--timeout SECS]
+#                           [--rebuild] [--timeout SECS] [--accel auto|kvm|tcg]
+#                           [--tests LIST] [--no-checks]
 #
 #   --binary PATH     test this stallscope binary (default: `cargo build
 #                     --release` in this checkout, target/release/stallscope)
+#   --tests LIST      also run test binaries of this checkout in the guest,
+#                     after the checks: built here (`cargo test --release
+#                     --no-run`), copied into the guest with the stallscope
+#                     binary they were built with and the sources they read,
+#                     all at the same absolute paths, and run there one after
+#                     another from the checkout's folder as root with
+#                     STALLSCOPE_REQUIRE_ROOT_TESTS=1 (as cargo would). LIST:
+#                     comma-separated names (NAME for tests/NAME.rs, `lib` for
+#                     the crate's unit tests), `ci` (CI's set, CI_TESTS below)
+#                     or `all` (every test binary, the README's whole suite).
+#                     Each binary is a check of its own: `test:NAME`, with its
+#                     counts, its failed tests and its time
+#   --no-checks       skip the checks of vm-guest.sh (with --tests: the tests
+#                     alone; the tracefs fixtures are not made then)
+#   --accel A         kvm, tcg, or auto (the default): KVM when /dev/kvm can
+#                     be opened and a guest ran under it here before (or, the
+#                     first time, does: a guest that dies of a KVM error is
+#                     booted again under TCG and KVM is not tried again on
+#                     this host kernel; the verdict is kept in the cache)
 #   --keep            keep the run's temp dir (serial logs, run outputs)
 #   --shell           boot the guest set up as for the tests (cgroups, disks)
 #                     but give a root shell on this terminal instead of the
@@ -14,7 +34,8 @@
 #   --save-fixtures   copy the guest kernel's tracefs format files and
 #                     /proc/PID/stack texts into tests/fixtures/kernels/<x.y>/
 #   --rebuild         build the guest image again even if it is cached
-#   --timeout SECS    hard limit on the guest's whole boot (default 1500)
+#   --timeout SECS    hard limit on the guest's whole boot (default 1500,
+#                     5400 with --tests)
 #   --build-only      make sure qemu and the cached image are there, then stop
 #
 # What runs in the guest is scripts/vm-guest.sh (see there): probe, the
@@ -36,7 +57,9 @@
 #
 # Measured 2026-12-04 on a 2-core host: a cold image build 95-121 s (whole
 # cold run 5m16s); with the image cached a run takes 3m10s-3m45s (4m30s
-# when lab up cannot cap and the diagnostic runs).
+# when lab up cannot cap and the diagnostic runs). 2026-12-06, image v2 (the
+# test binaries' packages): a cold build 339 s; the checks and `--tests ci`
+# 4m36s under TCG (lab 25 s, chains 14 s).
 #
 # Needs root, ~1.3 GiB in the cache, network access to the Debian mirror
 # for a cold build (debootstrap; apt-get installs debootstrap if missing).
@@ -55,9 +78,19 @@
 # written), the temp dir is removed, qemu is killed on every exit path.
 set -euo pipefail
 
-IMAGE_VERSION=bookworm-v1
+IMAGE_VERSION=bookworm-v2
 SUITE=bookworm
-GUEST_PKGS="linux-image-amd64,initramfs-tools,postgresql,xfsprogs,tmux,procps,util-linux,kmod,e2fsprogs,jq,psmisc"
+# v2: what the test binaries need (--tests): btrfs-progs, rocksdb-tools
+# (db_bench), etcd-server, gcc and libc6-dev (tests/call_bounds.rs compiles a
+# log writer), prometheus (promtool, tests/metrics.rs), iproute2 (loopback up
+# for the servers they start).
+GUEST_PKGS="linux-image-amd64,initramfs-tools,postgresql,xfsprogs,tmux,procps,util-linux,kmod,e2fsprogs,jq,psmisc,btrfs-progs,rocksdb-tools,etcd-server,gcc,libc6-dev,prometheus,iproute2"
+# The test binaries CI runs in the guest (--tests ci): the lab's own moves
+# and caps on v2 (lab), and a test process that joins the lab's group and is
+# capped there (chains). The other root tests measure against a real server
+# or the kernel under 20-100 ms thresholds and fail under TCG, 5-10x slower
+# than the host (the README's test section lists them with their reasons).
+CI_TESTS="lab,chains"
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -68,7 +101,10 @@ shell=0
 save_fixtures=0
 rebuild=0
 build_only=0
-boot_timeout=1500
+boot_timeout=""
+tests=""
+checks=1
+accel=auto
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -80,6 +116,9 @@ while [ $# -gt 0 ]; do
     --rebuild) rebuild=1; shift ;;
     --build-only) build_only=1; shift ;;
     --timeout) boot_timeout=$2; shift 2 ;;
+    --tests) tests=$2; shift 2 ;;
+    --no-checks) checks=0; shift ;;
+    --accel) accel=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "vm-test: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -88,6 +127,10 @@ done
 say() { printf 'vm-test: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot); run with sudo"
+case $accel in auto|kvm|tcg) ;; *) die "--accel takes auto, kvm or tcg" ;; esac
+[ "$checks" = 1 ] || [ -n "$tests" ] || die "--no-checks leaves nothing to run without --tests"
+[ "$tests" != ci ] || tests=$CI_TESTS
+[ -n "$boot_timeout" ] || boot_timeout=$([ -n "$tests" ] && echo 5400 || echo 1500)
 
 t_start=$(date +%s)
 tmp=$(mktemp -d /tmp/stallscope-vm.XXXXXX)
@@ -232,13 +275,57 @@ EOF
   say "image: cold build took ${t1} s ($(du -sh "$img" | cut -f1) on disk in $img)"
 }
 
+# --- the test binaries (--tests) -------------------------------------------------
+# Builds them and lists the chosen ones in $tmp/tests.list ("NAME PATH", in
+# cargo's order: lib, bin, then tests by name); sets target (cargo's folder).
+build_tests() {
+  local want=$1 json=$tmp/cargo-test.json all n
+  say "cargo test --release --no-run in $repo"
+  (cd "$repo" && cargo test --release --no-run --message-format=json -q >"$json") ||
+    die "cargo test --no-run failed"
+  all=$(jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+      | "\(if .target.kind[0] == "test" then .target.name else .target.kind[0] end) \(.executable)"' "$json" |
+    awk '{print ($1 == "lib" ? 0 : $1 == "bin" ? 1 : 2), $0}' | sort -k1,1n -k2,2 | cut -d' ' -f2-)
+  if [ "$want" = all ]; then
+    echo "$all" >"$tmp/tests.list"
+  else
+    : >"$tmp/tests.list"
+    for n in ${want//,/ }; do
+      grep -m1 "^$n " <<<"$all" >>"$tmp/tests.list" || die "--tests: no test binary $n (have: $(cut -d' ' -f1 <<<"$all" | tr '\n' ' '))"
+    done
+  fi
+  target=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | jq -r .target_directory)
+}
+
+# The test disk's part for --tests: tests.tar (the binaries, the stallscope
+# binary built with them, the checkout's sources and fixtures, at their
+# absolute paths), tests.list, tests.repo (the folder they run from).
+pack_tests() {
+  local d=$1 f paths=()
+  [ -x "$target/release/stallscope" ] || die "no $target/release/stallscope beside the tests"
+  cp "$tmp/tests.list" "$d/tests.list"
+  echo "$repo" >"$d/tests.repo"
+  for f in Cargo.toml Cargo.lock README.md ARCHITECTURE.md clippy.toml src tests scripts assets examples benches; do
+    [ -e "$repo/$f" ] && paths+=("${repo#/}/$f")
+  done
+  paths+=("${target#/}/release/stallscope")
+  while read -r _ f; do paths+=("${f#/}"); done <"$tmp/tests.list"
+  tar -C / -cf "$d/tests.tar" "${paths[@]}"
+  say "test disk: $(wc -l <"$tmp/tests.list") test binaries ($(cut -d' ' -f1 "$tmp/tests.list" | tr '\n' ' ')), $(du -sh "$d/tests.tar" | cut -f1)"
+}
+
 # --- main -------------------------------------------------------------------
+if [ -n "$tests" ] && [ "$build_only" = 0 ]; then
+  build_tests "$tests"
+  # The checks test the binary built with the tests unless told otherwise.
+  [ -n "$binary" ] || binary=$target/release/stallscope
+fi
 if [ "$build_only" = 1 ]; then
   :
 elif [ -z "$binary" ]; then
   say "cargo build --release in $repo"
   (cd "$repo" && cargo build --release -q)
-  binary=$repo/target/release/stallscope
+  binary=$(cd "$repo" && cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/release/stallscope
 fi
 if [ "$build_only" = 0 ]; then
   [ -x "$binary" ] || die "no binary at $binary"
@@ -258,52 +345,117 @@ kver=$(cat "$img/kernel-version")
 say "test disk: $binary and vm-guest.sh (mkfs.ext4 -d)"
 mkdir -p "$tmp/disk" "$tmp/qtmp"
 cp "$binary" "$tmp/disk/stallscope"
-cp "$here/vm-guest.sh" "$tmp/disk/vm-guest.sh"
+cp "$here/vm-guest.sh" "$here/pg-lab.sh" "$tmp/disk/"
 chmod 755 "$tmp/disk/stallscope" "$tmp/disk/vm-guest.sh"
+[ -z "$tests" ] || pack_tests "$tmp/disk"
+echo "$checks" >"$tmp/disk/checks"
 "$binary" --version >"$tmp/disk/binary-version" 2>/dev/null || echo unknown >"$tmp/disk/binary-version"
 disk_mib=$(($(du -sm "$tmp/disk" | cut -f1) + 32))
 truncate -s "${disk_mib}M" "$tmp/test.img"
 mkfs.ext4 -q -F -L vmtest -d "$tmp/disk" "$tmp/test.img"
 
 append="root=/dev/vda rw console=ttyS0 init=/stallscope-init panic=-1 loglevel=4 vmtest.epoch=$(date +%s) vmtest.shell=$shell"
-# shellcheck disable=SC2054 # the commas are qemu's
-qargs=(-accel tcg,thread=multi -cpu max -m 4G -smp 2
-  -display none -vga none -nic none -no-reboot -snapshot
-  -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
-  -drive "file=$img/root.img,format=raw,if=virtio"
-  -drive "file=$tmp/test.img,format=raw,if=virtio,readonly=on"
-  -rtc base=utc)
+# The accelerator: KVM where /dev/kvm opens and this guest's kernel boots
+# under it here, else TCG. Whether it boots is tried once per host kernel
+# (a boot without the test disk, whose init says so and powers off) and
+# kept in the cache: on our machines' kvm_pvm the Debian kernel hangs right
+# after it is decompressed.
+kvm_verdict=$cache/kvm-verdict-$(uname -r)
+kvm_opens() { [ -c /dev/kvm ] && { : <>/dev/kvm; } 2>/dev/null; }
+kvm_boots() {
+  local log=$tmp/kvm-probe.log
+  : >"$log"
+  # (in a subshell: the shell's own "Aborted" of a qemu that asserts goes to the log too)
+  (TMPDIR=$tmp/qtmp timeout -k 5 45 "${qemu[@]}" -accel kvm -cpu host -m 1G -smp 2 \
+    -display none -vga none -nic none -no-reboot -snapshot \
+    -kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
+    -append "root=/dev/vda rw console=ttyS0 init=/stallscope-init panic=-1 loglevel=4" \
+    -drive "file=$img/root.img,format=raw,if=virtio" -serial "file:$log") >"$log.err" 2>&1 || true
+  grep -q 'stallscope-init: no test disk' "$log"
+}
+if [ "$accel" = auto ]; then
+  if ! kvm_opens; then
+    accel=tcg
+    say "accel: TCG (/dev/kvm cannot be opened here)"
+  else
+    if [ ! -s "$kvm_verdict" ]; then
+      say "accel: does the guest's kernel boot under KVM here? (once per host kernel, up to 45 s)"
+      if kvm_boots; then echo boots >"$kvm_verdict"; else echo fails >"$kvm_verdict"; fi
+    fi
+    if [ "$(cat "$kvm_verdict")" = boots ]; then
+      accel=kvm-try
+    else
+      accel=tcg
+      say "accel: TCG (the guest's kernel did not boot under KVM on this host kernel: $kvm_verdict; rm it to try again)"
+    fi
+  fi
+elif [ "$accel" = kvm ] && ! kvm_opens; then
+  die "--accel kvm: /dev/kvm cannot be opened"
+fi
+qargs_for() { # accel -> sets qargs
+  local a=(-accel tcg,thread=multi -cpu max)
+  [ "$1" = tcg ] || a=(-accel kvm -cpu host)
+  # shellcheck disable=SC2054 # the commas are qemu's
+  qargs=("${a[@]}" -m 4G -smp 2
+    -display none -vga none -nic none -no-reboot -snapshot
+    -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
+    -drive "file=$img/root.img,format=raw,if=virtio"
+    -drive "file=$tmp/test.img,format=raw,if=virtio,readonly=on"
+    -rtc base=utc)
+}
 
 if [ "$shell" = 1 ]; then
-  say "booting a shell (ttyS0 here; exit ends the guest, Ctrl-A X quits qemu)"
+  [ "$accel" != kvm-try ] || accel=kvm
+  qargs_for "$accel"
+  say "booting a shell ($accel; ttyS0 here; exit ends the guest, Ctrl-A X quits qemu)"
   TMPDIR=$tmp/qtmp timeout -k 10 "$boot_timeout" "${qemu[@]}" "${qargs[@]}" \
     -serial mon:stdio -serial "file:$tmp/guest.log" || true
   exit 0
 fi
 
-: >"$tmp/guest.log"
-say "booting the guest (TCG, 2 vCPUs, 4 GiB; kernel $kver; limit ${boot_timeout} s)"
-t_boot=$(date +%s)
-TMPDIR=$tmp/qtmp timeout -k 10 "$boot_timeout" "${qemu[@]}" "${qargs[@]}" \
-  -serial "file:$tmp/console.log" -serial "file:$tmp/guest.log" &
-qemu_pid=$!
-# Progress: the guest's lines as they come, minus the fixture payload.
-# tail ends by itself within a second of qemu (--pid), so the pipeline does too.
-tail -n +1 -F --pid="$qemu_pid" "$tmp/guest.log" 2>/dev/null | tr -d '\r' |
-  awk '/^VMTEST-FIXTURES-BEGIN/{skip=1; print "  (fixtures: receiving)"; next}
-       /^VMTEST-FIXTURES-END/{skip=0; next}
-       !skip {print "  | " $0; fflush()}' >&2 &
-tail_pid=$!
-qrc=0
-wait "$qemu_pid" || qrc=$?
-qemu_pid=""
-wait "$tail_pid" 2>/dev/null || true
-tail_pid=""
-t_guest=$(($(date +%s) - t_boot))
-tr -d '\r' <"$tmp/guest.log" >"$tmp/guest.txt"
-if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
-  say "the guest did not finish within ${boot_timeout} s: killed (console tail below)"
-  tail -20 "$tmp/console.log" >&2 || true
+# One boot of the guest under $1; sets qrc, t_guest, used_accel and $tmp/guest.txt.
+boot() {
+  used_accel=$1
+  qargs_for "$1"
+  : >"$tmp/guest.log"
+  : >"$tmp/console.log"
+  say "booting the guest (${1^^}, 2 vCPUs, 4 GiB; kernel $kver; limit ${boot_timeout} s)"
+  t_boot=$(date +%s)
+  TMPDIR=$tmp/qtmp timeout -k 10 "$boot_timeout" "${qemu[@]}" "${qargs[@]}" \
+    -serial "file:$tmp/console.log" -serial "file:$tmp/guest.log" 2> >(tee "$tmp/qemu.err" >&2) &
+  qemu_pid=$!
+  # Progress: the guest's lines as they come, minus the fixture payload.
+  # tail ends by itself within a second of qemu (--pid), so the pipeline does too.
+  # (the CRs dropped by awk itself: tr would hold the lines back in its buffer)
+  tail -n +1 -F --pid="$qemu_pid" "$tmp/guest.log" 2>/dev/null |
+    awk '{sub(/\r$/, "")} /^VMTEST-FIXTURES-BEGIN/{skip=1; print "  (fixtures: receiving)"; next}
+         /^VMTEST-FIXTURES-END/{skip=0; next}
+         !skip {print "  | " $0; fflush()}' >&2 &
+  tail_pid=$!
+  qrc=0
+  wait "$qemu_pid" || qrc=$?
+  qemu_pid=""
+  wait "$tail_pid" 2>/dev/null || true
+  tail_pid=""
+  t_guest=$(($(date +%s) - t_boot))
+  tr -d '\r' <"$tmp/guest.log" >"$tmp/guest.txt"
+  if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+    say "the guest did not finish within ${boot_timeout} s: killed (console tail below)"
+    tail -20 "$tmp/console.log" >&2 || true
+  fi
+}
+
+if [ "$accel" = kvm-try ]; then
+  boot kvm
+  # Did KVM kill it (qemu's KVM errors: an MSR or an emulation failure)?
+  why=$(grep -m1 -iE 'kvm|emulation failure' "$tmp/qemu.err" || true)
+  if ! grep -q '^VMTEST DONE' "$tmp/guest.txt" && [ -n "$why" ]; then
+    echo fails >"$kvm_verdict"
+    say "the guest died under KVM ($why): booting it again under TCG; KVM is not tried again on this host kernel ($kvm_verdict)"
+    boot tcg
+  fi
+else
+  boot "$accel"
 fi
 
 # Fixtures: a base64 tar between markers.
@@ -358,5 +510,5 @@ say "guest ran ${t_guest} s; whole run $(($(date +%s) - t_start)) s"
 say "results:"
 for s in "${summary[@]}"; do printf '  %s\n' "$s" >&2; done
 joined=$(printf '%s, ' "${short[@]}")
-echo "vm-test: $pass passed, $fail failed (Debian 12 guest, kernel ${gk:-$kver}, cgroup v2 only): ${joined%, }"
+echo "vm-test: $pass passed, $fail failed (Debian 12 guest, kernel ${gk:-$kver}, cgroup v2 only, ${used_accel^^}): ${joined%, }"
 [ "$fail" = 0 ]

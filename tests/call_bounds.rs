@@ -653,7 +653,7 @@ fn postgres_threads_blocked_calls_under_pgbench_are_each_exactly_one_stall_bound
     if !common::pg::have_postgres() {
         common::skip(
             test,
-            "PostgreSQL 15 or pgbench missing (apt-get install postgresql)",
+            "PostgreSQL or pgbench missing (apt-get install postgresql)",
         );
         return;
     }

@@ -79,7 +79,7 @@ fn an_idle_postgres_under_observation_reports_no_stalls() {
     if !common::pg::have_postgres() {
         common::skip(
             test,
-            "PostgreSQL 15 or pgbench missing (apt-get install postgresql)",
+            "PostgreSQL or pgbench missing (apt-get install postgresql)",
         );
         return;
     }

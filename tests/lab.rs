@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bin, have, is_root, need_root, skip};
+use common::{bin, have, need_root, skip};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -40,7 +40,28 @@ fn system_state() -> String {
     .collect();
     let blkio = std::fs::read_to_string("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device")
         .unwrap_or_default();
-    format!("{}\n{mounts}\n{vm}\n{blkio}", run("losetup", &["-a"]))
+    // cgroup v2: the controllers the root passes down, and the lab's group.
+    let v2 = v2_root().map_or(String::new(), |r| {
+        let subtree = std::fs::read_to_string(r.join("cgroup.subtree_control")).unwrap_or_default();
+        let group = r.join(stallscope::source::cgroup::LAB_GROUP);
+        format!(
+            "v2 subtree_control: {subtree}lab group: {}\n",
+            group.exists()
+        )
+    });
+    format!("{}\n{mounts}\n{vm}\n{blkio}\n{v2}", run("losetup", &["-a"]))
+}
+
+fn v2_root() -> Option<std::path::PathBuf> {
+    stallscope::source::cgroup::Cgroups::detect().v2_root
+}
+
+/// Whether the lab caps through the v1 root blkio throttle here (else in
+/// a v2 group).
+fn caps_on_v1() -> bool {
+    stallscope::source::cgroup::Cgroups::detect()
+        .v1_write_bps_file()
+        .is_some()
 }
 
 fn ready(name: &str) -> bool {
@@ -364,27 +385,32 @@ fn down_force_stops_the_holders_then_finishes() {
     assert!(!f.dir.exists());
 }
 
-/// On cgroup v1 the root group's throttle caps everyone: `lab exec` says so
-/// and runs the command as is, with its exit status; `lab adopt` moves
-/// nothing.
+/// Where no process needs moving, `lab exec` says so and runs the command
+/// as is, with its exit status, and `lab adopt` moves nothing: on cgroup v1
+/// because the root group's throttle caps everyone (a lab with a cap), on
+/// v2 because a lab without a cap has no group.
 #[test]
-fn exec_and_adopt_on_cgroup_v1_run_and_move_nothing() {
-    let test = "exec_and_adopt_on_cgroup_v1_run_and_move_nothing";
-    if is_root() && !Path::new("/sys/fs/cgroup/blkio").is_dir() {
-        skip(test, "no cgroup v1 blkio here");
-        return;
-    }
-    let Some(f) = fresh(test) else {
+fn exec_and_adopt_run_and_move_nothing_where_nothing_needs_moving() {
+    let Some(f) = fresh("exec_and_adopt_run_and_move_nothing_where_nothing_needs_moving") else {
         return;
     };
-    small_lab(&f.dir, &["--cap", "20MiB"]);
+    let (cap, why) = if caps_on_v1() {
+        ("20MiB", "cgroup v1")
+    } else {
+        ("0", "no write cap")
+    };
+    small_lab(&f.dir, &["--cap", cap]);
     let lab_cmd = |args: &[&str]| lab_first(args, &f.dir);
-    let out = lab_cmd(&["exec", "--", "sh", "-c", "exit 3"]);
+    let out = lab_cmd(&["exec", "--", "sh", "-c", "cat /proc/self/cgroup; exit 3"]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cgroup v1"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(why));
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), own, "not moved");
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let err = ok(&lab_cmd(&["adopt", &sleeper.id().to_string()]));
     assert!(err.contains("nothing to move"), "{err}");
+    let cgroup = std::fs::read_to_string(format!("/proc/{}/cgroup", sleeper.id())).unwrap();
+    assert_eq!(cgroup, own, "not moved");
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
     ok(&lab(&["down"], &f.dir));
@@ -398,9 +424,9 @@ fn exec_and_adopt_on_cgroup_v1_run_and_move_nothing() {
 /// removes the group.
 #[test]
 fn exec_adopt_and_down_move_processes_on_cgroup_v2() {
-    use stallscope::source::cgroup::{Cgroups, LAB_GROUP};
+    use stallscope::source::cgroup::LAB_GROUP;
     let test = "exec_adopt_and_down_move_processes_on_cgroup_v2";
-    let Some(root) = Cgroups::detect().v2_root else {
+    let Some(root) = v2_root() else {
         skip(test, "no cgroup2 mounted");
         return;
     };

@@ -1,6 +1,6 @@
-//! stallscope against a real server none of us wrote: PostgreSQL 15 on a
-//! capped lab ext4, pgbench as the load, stallscope started before
-//! pgbench. Truth comes from outside: pgbench's own per-second progress,
+//! stallscope against a real server none of us wrote: PostgreSQL (the
+//! newest installed) on a capped lab ext4, pgbench as the load, stallscope
+//! started before pgbench. Truth comes from outside: pgbench's own per-second progress,
 //! and the kernel's scheduler events read by an independent reader in the
 //! test (tests/common/sched_truth.rs).
 
@@ -33,7 +33,7 @@ fn pgbench_stalls_are_observed_exactly_and_named() {
     if !have_postgres() {
         common::skip(
             test,
-            "PostgreSQL 15 or pgbench missing (apt-get install postgresql)",
+            "PostgreSQL or pgbench missing (apt-get install postgresql)",
         );
         return;
     }
@@ -226,6 +226,27 @@ fn pgbench_stalls_are_observed_exactly_and_named() {
     let wratio = ours_waits as f64 / sched.page_waits as f64;
     assert!((0.9..=1.1).contains(&wratio), "page wait ratio {wratio:.3}");
     drop(lab);
+}
+
+/// The server's version is found, not assumed: the highest major version
+/// with an initdb (numerically: 16 above 9.6), none without one.
+#[test]
+fn the_newest_installed_postgres_is_used() {
+    let root = tempfile::tempdir().unwrap();
+    assert_eq!(common::pg::newest_pg_bin(root.path()), None);
+    for (v, initdb) in [("9.6", true), ("15", true), ("16", true), ("17", false)] {
+        let bin = root.path().join(v).join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        if initdb {
+            std::fs::write(bin.join("initdb"), "").unwrap();
+        }
+    }
+    std::fs::create_dir_all(root.path().join("common/bin")).unwrap();
+    std::fs::write(root.path().join("common/bin/initdb"), "").unwrap();
+    assert_eq!(
+        common::pg::newest_pg_bin(root.path()),
+        Some(root.path().join("16/bin"))
+    );
 }
 
 #[test]

@@ -83,13 +83,15 @@ pub fn have(cmd: &str) -> bool {
 }
 
 /// DESIGN.md's slow disk: a 4 GiB loop filesystem with a write cap, dirty
-/// limits 256M/64M. Dropping it puts everything back (guards, last field
-/// first).
+/// limits 256M/64M, made by `stallscope lab up` (the cap on cgroup v1's
+/// root blkio group, or on v2 in the lab's group, which this test process
+/// joins for as long as it lasts: see [`temp_lab::TempLab::join`]).
+/// Dropping it puts everything back (fields drop in order: the process
+/// back in its cgroup, then `lab down`).
 pub struct CappedFs {
-    pub _dirty: stallscope::cmd::lab::guards::DirtyGuard,
-    pub _cap: stallscope::cmd::lab::guards::BlkioCap,
-    pub fs: stallscope::cmd::lab::guards::LoopFs,
-    pub _dir: tempfile::TempDir,
+    pub in_group: Option<stallscope::source::cgroup::CgroupJoin>,
+    pub fs: temp_lab::LabFs,
+    pub lab: temp_lab::TempLab,
 }
 
 /// A loop xfs capped at 50 MiB/s for a root test, or None after recording
@@ -107,18 +109,26 @@ pub fn capped_xfs(test: &str) -> Option<CappedFs> {
 /// A loop `fstype` capped at `cap_mib` MiB/s for a root test, or None
 /// after recording the skip.
 pub fn capped(test: &str, fstype: &str, cap_mib: u64) -> Option<CappedFs> {
-    use stallscope::cmd::lab::guards::{BlkioCap, DirtyGuard, LoopFs};
     if !need_root(test) {
         return None;
     }
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let fs = LoopFs::create(dir.path(), fstype, 4 << 30).expect("loop fs");
-    let cap = BlkioCap::set(fs.major, fs.minor, cap_mib << 20).expect("blkio cap");
-    let dirty = DirtyGuard::set_bytes(256 << 20, 64 << 20).expect("dirty limits");
+    let cap = format!("{cap_mib}MiB");
+    let lab = temp_lab::TempLab::up(&[
+        "--fs",
+        fstype,
+        "--size",
+        "4GiB",
+        "--cap",
+        &cap,
+        "--dirty-bytes",
+        "256M",
+        "--dirty-background-bytes",
+        "64M",
+    ]);
+    let fs = lab.fs(fstype);
     Some(CappedFs {
-        _dirty: dirty,
-        _cap: cap,
+        in_group: lab.join(&fs),
         fs,
-        _dir: dir,
+        lab,
     })
 }

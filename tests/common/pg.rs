@@ -1,17 +1,46 @@
-//! A real PostgreSQL (Debian's `postgresql` 15) on a capped lab ext4, for
-//! tests that compare stallscope with a server none of us wrote. Dropping
-//! `PgLab` stops the server and puts every setting back (fields drop in
-//! order: server, dirty limits, cap, filesystem, folder).
+//! A real PostgreSQL (Debian's `postgresql`, the newest major version
+//! installed) on a capped lab ext4, for tests that compare stallscope with
+//! a server none of us wrote. Dropping `PgLab` stops the server and puts
+//! every setting back (fields drop in order: server, lab).
 
-use stallscope::cmd::lab::guards::{sh, BlkioCap, DirtyGuard, LoopFs};
+use stallscope::cmd::lab::guards::sh;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+/// Where Debian puts each major version's server binaries.
+const PG_ROOT: &str = "/usr/lib/postgresql";
+
+/// The bin folder of the newest PostgreSQL installed
+/// (`/usr/lib/postgresql/N/bin` with an initdb, highest N), if any.
+pub fn pg_bin() -> Option<PathBuf> {
+    newest_pg_bin(Path::new(PG_ROOT))
+}
+
+/// [`pg_bin`] under another root (a fake one in tests).
+pub fn newest_pg_bin(root: &Path) -> Option<PathBuf> {
+    let version =
+        |name: &str| -> Option<Vec<u32>> { name.split('.').map(|p| p.parse().ok()).collect() };
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((version(e.file_name().to_str()?)?, e.path().join("bin"))))
+        .filter(|(_, bin)| bin.join("initdb").exists())
+        .max()
+        .map(|(_, bin)| bin)
+}
 
 /// Whether the server's binaries and pgbench are installed.
 pub fn have_postgres() -> bool {
-    Path::new(PG_BIN).join("initdb").exists() && super::have("pgbench")
+    pg_bin().is_some() && super::have("pgbench")
+}
+
+/// A program of the server's bin folder, as text for a command line.
+fn pg_prog(name: &str) -> String {
+    pg_bin()
+        .expect("PostgreSQL installed")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The running server; stops it on drop.
@@ -24,7 +53,7 @@ pub struct PgServer {
 impl PgServer {
     fn ctl(&self, args: &[&str]) -> std::io::Result<std::process::Output> {
         Command::new("runuser")
-            .args(["-u", "postgres", "--", &format!("{PG_BIN}/pg_ctl"), "-D"])
+            .args(["-u", "postgres", "--", &pg_prog("pg_ctl"), "-D"])
             .arg(&self.data)
             .args(args)
             .output()
@@ -93,25 +122,26 @@ impl Drop for PgServer {
     }
 }
 
-/// PostgreSQL on a loop ext4 capped at `cap_mib` MiB/s, dirty limits
-/// 256M/64M, `pgbench -i -s scale` loaded before the cap (loading is not
-/// what is measured; scale 0: nothing loaded, a fresh cluster).
+/// PostgreSQL on a lab ext4 capped at `cap_mib` MiB/s, dirty limits
+/// 256M/64M (`common::capped`: on cgroup v2 the server starts inside the
+/// lab's group), `pgbench -i -s scale` loaded with the cap and dirty limits lifted (scale 0:
+/// nothing loaded, a fresh cluster).
 pub struct PgLab {
     pub server: PgServer,
-    _dirty: Option<DirtyGuard>,
-    _cap: Option<BlkioCap>,
-    pub fs: LoopFs,
-    _dir: tempfile::TempDir,
+    pub lab: super::CappedFs,
 }
 
 impl PgLab {
     pub fn start(cap_mib: u64, scale: u32) -> PgLab {
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-        // The server runs as user postgres: it must reach its socket folder.
-        sh("chmod", &["755", &dir.path().to_string_lossy()]).unwrap();
-        let fs = LoopFs::create(dir.path(), "ext4", 4 << 30).expect("loop ext4");
-        let data = fs.mount.join("pg");
-        let socket_dir = dir.path().join("sock");
+        let lab = super::capped("PgLab", "ext4", cap_mib).expect("root");
+        // The server runs as user postgres: it must reach its data and its
+        // socket folder (beside the lab's).
+        let base = lab.lab.dir.parent().unwrap();
+        for d in [base, &lab.lab.dir] {
+            sh("chmod", &["755", &d.to_string_lossy()]).unwrap();
+        }
+        let data = lab.fs.mount.join("pg");
+        let socket_dir = base.join("sock");
         for d in [&data, &socket_dir] {
             std::fs::create_dir_all(d).unwrap();
             sh("chown", &["postgres:postgres", &d.to_string_lossy()]).unwrap();
@@ -127,7 +157,7 @@ impl PgLab {
                 "-u",
                 "postgres",
                 "--",
-                &format!("{PG_BIN}/initdb"),
+                &pg_prog("initdb"),
                 "-A",
                 "trust",
                 "-D",
@@ -158,6 +188,9 @@ impl PgLab {
             String::from_utf8_lossy(&out.stderr)
         );
         if scale > 0 {
+            // Loading is not what is measured: at full speed and under the
+            // machine's dirty limits, as before any lab.
+            let _lifted = lab.lab.lifted(&lab.fs);
             let init = server.pgbench(&["-i", "-q", "-s", &scale.to_string()]);
             assert!(
                 init.status.success(),
@@ -165,15 +198,7 @@ impl PgLab {
                 String::from_utf8_lossy(&init.stderr)
             );
         }
-        let cap = BlkioCap::set(fs.major, fs.minor, cap_mib << 20).expect("blkio cap");
-        let dirty = DirtyGuard::set_bytes(256 << 20, 64 << 20).expect("dirty limits");
-        PgLab {
-            server,
-            _dirty: Some(dirty),
-            _cap: Some(cap),
-            fs,
-            _dir: dir,
-        }
+        PgLab { server, lab }
     }
 }
 

@@ -71,7 +71,13 @@ pub fn preflight(o: &UpOptions) -> Result<(Option<CapMethod>, Vec<String>), Usag
         })?;
         if let CapMethod::V2 { root, .. } = &m {
             let g = root.join(crate::source::cgroup::LAB_GROUP);
-            if g.exists() {
+            // The group of this very lab is no obstacle: `up` on an intact
+            // lab reports it and changes nothing.
+            let ours = super::state::LabState::load(&o.dir)
+                .ok()
+                .flatten()
+                .is_some_and(|st| st.group() == Some(g.as_path()));
+            if g.exists() && !ours {
                 return Err(UsageError::new(format!(
                     "cgroup {} exists already (an earlier lab, or made by hand): `lab down`, or rmdir it",
                     g.display()
