@@ -123,7 +123,7 @@ impl TempLab {
             }
         };
         let before_lab = st.steps.iter().find_map(|s| match s {
-            Step::Dirty { original } => Some(original.clone()),
+            Step::Dirty { original, .. } => Some(original.clone()),
             _ => None,
         });
         let dirty = before_lab.map(|original| {
