@@ -18,6 +18,7 @@
 #   normal    calls, but under the normal scheduling policy instead of the
 #             guest's SCHED_BATCH (STALLSCOPE_NORMAL_SCHED=1)
 #   sampled   --observe-timing sampled (no tracing of the server's threads)
+#   slow      sampled, reading /proc once a second (--observe-every 1s)
 #   calltime  bpftrace timing the same write-path calls (scripts/calltime.bt)
 #
 # Usage (root): scripts/server-cost.sh [rounds=5] [seconds=20]
@@ -34,8 +35,8 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 read -r -a legs <<<"${COST_LEGS:-none calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
   case $leg in
-    none|calls|nocalls|nochains|normal|sampled|calltime) ;;
-    *) echo "unknown leg $leg (none calls nocalls nochains normal sampled calltime)" >&2; exit 2 ;;
+    none|calls|nocalls|nochains|normal|sampled|slow|calltime) ;;
+    *) echo "unknown leg $leg (none calls nocalls nochains normal sampled slow calltime)" >&2; exit 2 ;;
   esac
 done
 if [[ " ${legs[*]} " == *" calltime "* ]]; then
@@ -107,6 +108,7 @@ start_observer() {
     nocalls) "$bin" run --observe-name postgres --call-bounds off --format jsonl >/dev/null 2>"$log" & ;;
     nochains) "$bin" run --observe-name postgres --chains off --format jsonl >/dev/null 2>"$log" & ;;
     normal) STALLSCOPE_NORMAL_SCHED=1 "$bin" run --observe-name postgres --format jsonl >/dev/null 2>"$log" & ;;
+    slow) "$bin" run --observe-name postgres --observe-timing sampled --observe-every 1s --format jsonl >/dev/null 2>"$log" & ;;
     sampled) "$bin" run --observe-name postgres --observe-timing sampled --format jsonl >/dev/null 2>"$log" & ;;
     calltime) bpftrace "$bt" "$postmaster" >/dev/null 2>"$log" & ;;
   esac
