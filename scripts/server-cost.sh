@@ -30,8 +30,9 @@ rounds=${1:-5}
 secs=${2:-20}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (tracing, runuser)" >&2; exit 1; }
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-[ -n "$pgbin" ] && [ -x "$pgbin/initdb" ] || { echo "PostgreSQL missing (apt-get install postgresql)" >&2; exit 1; }
+# shellcheck source=scripts/pg-lab.sh
+. scripts/pg-lab.sh   # pg_bin_dir only: this script runs its own server
+pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" >&2; exit 1; }
 read -r -a legs <<<"${COST_LEGS:-none calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
   case $leg in
