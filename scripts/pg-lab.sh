@@ -17,6 +17,20 @@ pg_bin_dir() {
   [ -n "$newest" ] && echo "$newest"
 }
 
+# pg_conf DATA PORT SOCKDIR CHECKPOINT: the settings every measurement's
+# server runs with (shared_buffers 512MB, Unix socket only), appended to
+# DATA/postgresql.conf, checkpoint_timeout CHECKPOINT.
+pg_conf() {
+  cat >>"$1/postgresql.conf" <<EOC
+shared_buffers = 512MB
+checkpoint_timeout = $4
+max_wal_size = 4GB
+listen_addresses = ''
+port = $2
+unix_socket_directories = '$3'
+EOC
+}
+
 bench() { runuser -u postgres -- pgbench -h "$lab/sock" -p "$port" "$@" postgres; }
 psql_() { runuser -u postgres -- psql -h "$lab/sock" -p "$port" -qAtX -c "$1" postgres; }
 
@@ -30,14 +44,7 @@ pg_lab_up() {
   # The server's processes write in the lab's capped group on cgroup v2
   # (lab exec; on v1, where the root group is capped, it runs them as is).
   "$bin" lab exec --dir "$lab" -- runuser -u postgres -- "$pgbin/initdb" -A trust -D "$pgdata" >/dev/null
-  cat >> "$pgdata/postgresql.conf" <<EOC
-shared_buffers = 512MB
-checkpoint_timeout = 30s
-max_wal_size = 4GB
-listen_addresses = ''
-port = $port
-unix_socket_directories = '$lab/sock'
-EOC
+  pg_conf "$pgdata" "$port" "$lab/sock" 30s
   "$bin" lab exec --dir "$lab" -- runuser -u postgres -- "$pgbin/pg_ctl" -D "$pgdata" \
     -l "$pgdata/server.log" start -w >/dev/null
   bench -i -q -s 10 >/dev/null 2>&1

@@ -31,7 +31,7 @@ secs=${2:-20}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (tracing, runuser)" >&2; exit 1; }
 # shellcheck source=scripts/pg-lab.sh
-. scripts/pg-lab.sh   # pg_bin_dir only: this script runs its own server
+. scripts/pg-lab.sh   # pg_bin_dir and pg_conf: this script runs its own server
 pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" >&2; exit 1; }
 read -r -a legs <<<"${COST_LEGS:-none calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
@@ -71,14 +71,7 @@ if [[ " ${legs[*]} " == *" calltime "* ]] && ! mountpoint -q /sys/kernel/tracing
 fi
 install -d -o postgres -g postgres "$pgdata" "$dir/sock" "$dir/log"
 pg "$pgbin/initdb" -A trust -D "$pgdata" >/dev/null
-cat >>"$pgdata/postgresql.conf" <<EOC
-shared_buffers = 512MB
-checkpoint_timeout = 30min
-max_wal_size = 4GB
-listen_addresses = ''
-port = $port
-unix_socket_directories = '$dir/sock'
-EOC
+pg_conf "$pgdata" "$port" "$dir/sock" 30min
 pg "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" start -w >/dev/null
 bench() { (cd "$dir/log" && runuser -u postgres -- pgbench -h "$dir/sock" -p "$port" "$@" postgres); }
 psql_() { runuser -u postgres -- psql -h "$dir/sock" -p "$port" -qAtX -c "$1" postgres; }
