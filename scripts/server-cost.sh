@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # What observing costs the server: PostgreSQL on the root disk (not capped,
-# so pgbench is CPU-bound and any cost shows in its tps), `pgbench -c 8 -j
-# 2 -T SECONDS`, legs interleaved round by round (the order rotated each
-# round), medians printed. A CHECKPOINT before every window (and none
-# within one: checkpoint_timeout 30 min) keeps a checkpoint's cost out of
-# the comparison: with checkpoints every 30 s, whether one fell in a
-# 20 s window moved tps more than any observer. Judged by pgbench's own figures: its tps and the
-# p99 of its per-transaction latencies (pgbench --log), as ratios to the
-# same round's `none` leg and of the medians.
+# so pgbench is CPU-bound and any cost shows in its tps), one `pgbench -c 8
+# -j 2` run for the whole measurement, and the observer switched on and off
+# under it in blocks: none, leg, none, leg, ... Each leg's block is judged
+# against the mean of the `none` blocks either side of it, by pgbench's own
+# figures (its per-transaction log: transactions per second and the p99 of
+# their latencies in the block), and the medians of those ratios are
+# printed. One long run with blocks side by side cancels what moved whole
+# windows before (a checkpoint in one window and not in another, the
+# tables growing, connection set-up): five 15 s windows per leg moved one
+# median by ±8 %.
 #
-# Legs (COST_LEGS, default "none calls nocalls sampled calltime"):
-#   none      nothing observes
+# Legs (COST_LEGS, default "calls nocalls sampled calltime"; `none`,
+# nothing observing, sits between every two of them):
 #   calls     `stallscope run --observe-name postgres` as shipped (root:
 #             the scheduler's events, wake-up chains, call boundaries)
 #   nocalls   the same with --call-bounds off
@@ -21,23 +23,28 @@
 #   slow      sampled, reading /proc once a second (--observe-every 1s)
 #   calltime  bpftrace timing the same write-path calls (scripts/calltime.bt)
 #
-# Usage (root): scripts/server-cost.sh [rounds=5] [seconds=20]
+# Usage (root): scripts/server-cost.sh [pairs=8] [block=15] [settle=3]
+#   PAIRS blocks per leg, each BLOCK seconds, its first SETTLE not measured
+#   (the observer starting, or the last one's teardown). It takes
+#   (2 x PAIRS x legs + 1) x BLOCK seconds: 8 pairs of 3 legs, 12.5 min.
 # Needs Debian's postgresql (any major version: the newest found is used);
 # bpftrace for the calltime leg. Leaves nothing behind: the server is
 # stopped and its folder removed on any exit.
 set -euo pipefail
-rounds=${1:-5}
-secs=${2:-20}
+pairs=${1:-8}
+block=${2:-15}
+settle=${3:-3}
+((pairs >= 1 && block > settle + 1)) || { echo "need pairs >= 1 and block > settle + 1" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (tracing, runuser)" >&2; exit 1; }
 # shellcheck source=scripts/pg-lab.sh
 . scripts/pg-lab.sh   # pg_bin_dir and pg_conf: this script runs its own server
 pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" >&2; exit 1; }
-read -r -a legs <<<"${COST_LEGS:-none calls nocalls sampled calltime}"
+read -r -a legs <<<"${COST_LEGS:-calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
   case $leg in
-    none|calls|nocalls|nochains|normal|sampled|slow|calltime) ;;
-    *) echo "unknown leg $leg (none calls nocalls nochains normal sampled slow calltime)" >&2; exit 2 ;;
+    calls|nocalls|nochains|normal|sampled|slow|calltime) ;;
+    *) echo "unknown leg $leg (calls nocalls nochains normal sampled slow calltime; none is always measured)" >&2; exit 2 ;;
   esac
 done
 if [[ " ${legs[*]} " == *" calltime "* ]]; then
@@ -50,6 +57,7 @@ chmod 755 "$dir"
 pgdata=$dir/pg
 port=$((54400 + RANDOM % 500))
 mounted=""
+bench_pid=""
 pg() { runuser -u postgres -- "$@"; }
 cleanup() {
   # A round runs in a subshell (`< <(round ...)`): its observer's pid is
@@ -58,6 +66,7 @@ cleanup() {
     kill -INT "$(cat "$dir/observer.pid")" 2>/dev/null || true
     sleep 2
   fi
+  [ -z "$bench_pid" ] || kill "$bench_pid" 2>/dev/null || true
   pg "$pgbin/pg_ctl" -D "$pgdata" stop -m immediate -w >/dev/null 2>&1 || true
   rm -rf "$dir"
   [ -z "$mounted" ] || umount "$mounted" || true
@@ -119,57 +128,91 @@ stop_observer() {
   : >"$dir/observer.pid"
 }
 
-# One round of leg $1: prints "tps p99_ms cpu%" (cpu%: the observer's own
-# user+system time as % of one core over pgbench's window).
-round() {
-  local leg=$1 c0=0 c1=0 t0 t1 tps p99
+# The schedule: blocks of BLOCK seconds, every other one `none`, the
+# others the legs in turn (none L1 none L2 ... none L1 ...), PAIRS blocks
+# per leg. The first SETTLE seconds of a block (an observer starting or
+# stopping) are not measured.
+measure() {
+  local t0 k leg at
+  : >"$dir/blocks"
   rm -f "$dir/log"/pgbench_log.*
-  # Every window starts from the same state: no checkpoint falls in one
-  # window and not in another (checkpoint_timeout is 30 min).
   psql_ CHECKPOINT
-  start_observer "$leg"
-  [ -n "$observer" ] && c0=$(awk '{print $14+$15}' /proc/"$observer"/stat)
+  local nblocks=$((2 * pairs * (${#legs[@]}) + 1))
+  local total=$((nblocks * block + 5))
+  # One pgbench for the whole run: no connection set-up, warm-up or
+  # checkpoint difference between the legs; --log keeps each
+  # transaction's end time and latency.
+  bench -c 8 -j 2 -T "$total" -l >"$dir/pgbench.out" 2>&1 &
+  bench_pid=$!
+  sleep 5
   t0=$(date +%s.%N)
-  tps=$(bench -c 8 -j 2 -T "$secs" -l 2>/dev/null | awk '/^tps/ {print $3; exit}')
-  t1=$(date +%s.%N)
-  [ -n "$observer" ] && c1=$(awk '{print $14+$15}' /proc/"$observer"/stat)
-  stop_observer
-  # pgbench --log: column 3 is each transaction's latency in µs.
-  p99=$(cat "$dir/log"/pgbench_log.* | awk '{print $3}' | sort -n |
-    awk '{a[NR]=$1} END {i=int(NR*0.99); if (i<1) i=1; printf "%.3f", a[i]/1000}')
-  echo "$tps $p99 $(awk -v a="$c0" -v b="$c1" -v t="$(getconf CLK_TCK)" -v s="$t0" -v e="$t1" 'BEGIN {printf "%.2f", (b-a)/t/(e-s)*100}')"
+  for k in $(seq 0 $((nblocks - 1))); do
+    if ((k % 2 == 0)); then leg=none; else leg=${legs[$(((k / 2) % ${#legs[@]}))]}; fi
+    at=$(awk -v t="$t0" -v k="$k" -v b="$block" 'BEGIN {printf "%.3f", t + k * b}')
+    sleep_until "$at"
+    start_observer "$leg"
+    local c0=0 c1=0
+    [ -n "$observer" ] && c0=$(awk '{print $14+$15}' /proc/"$observer"/stat)
+    local from to
+    from=$(awk -v a="$at" -v s="$settle" 'BEGIN {printf "%.3f", a + s}')
+    to=$(awk -v a="$at" -v b="$block" 'BEGIN {printf "%.3f", a + b - 0.5}')
+    sleep_until "$to"
+    [ -n "$observer" ] && c1=$(awk '{print $14+$15}' /proc/"$observer"/stat)
+    stop_observer
+    local cpu
+    cpu=$(awk -v a="$c0" -v b="$c1" -v t="$(getconf CLK_TCK)" -v s="$at" -v e="$to" 'BEGIN {printf "%.2f", (b-a)/t/(e-s)*100}')
+    echo "$k $leg $from $to $cpu" >>"$dir/blocks"
+    printf '%-6s %-9s %8s\n' "$k" "$leg" "$cpu" >&2
+  done
+  wait "$bench_pid" || { echo "pgbench failed:" >&2; cat "$dir/pgbench.out" >&2; exit 1; }
+  bench_pid=""
+}
+sleep_until() {
+  local d
+  d=$(awk -v t="$1" -v n="$(date +%s.%N)" 'BEGIN {d = t - n; printf "%.3f", (d > 0 ? d : 0)}')
+  sleep "$d"
+}
+
+# Per block: "k leg tps p99_ms cpu" from pgbench's log (columns: client,
+# transaction, latency µs, script, end time s, end time µs).
+per_block() {
+  cat "$dir/log"/pgbench_log.* | awk -v blocks="$dir/blocks" '
+    BEGIN { while ((getline l < blocks) > 0) { split(l, f, " "); n++; k[n] = f[1]; from[n] = f[3]; to[n] = f[4] } }
+    { t = $5 + $6 / 1e6; for (i = 1; i <= n; i++) if (t >= from[i] && t < to[i]) { print k[i], $3; break } }' |
+    sort -k1,1n -k2,2n | awk -v blocks="$dir/blocks" '
+    BEGIN { while ((getline l < blocks) > 0) { split(l, f, " "); leg[f[1]] = f[2]; len[f[1]] = f[4] - f[3]; cpu[f[1]] = f[5] } }
+    function out() { if (cnt) { i = int(cnt * 0.99); if (i < 1) i = 1; printf "%d %s %.1f %.3f %s\n", cur, leg[cur], cnt / len[cur], lat[i] / 1000, cpu[cur] } }
+    NR == 1 || $1 != cur { out(); cur = $1; cnt = 0 }
+    { lat[++cnt] = $2 }
+    END { out() }'
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-declare -A tps p99 cpu rtps rp99
-echo "PostgreSQL $(basename "$(dirname "$pgbin")"), pgbench -c 8 -j 2 -T $secs on the root disk ($(findmnt -no FSTYPE -T "$dir")), kernel $(uname -r); $rounds rounds, legs: ${legs[*]}"
-printf '%-6s %-9s %10s %9s %8s\n' round leg tps p99_ms obs_cpu%
-n=${#legs[@]}
-for r in $(seq 1 "$rounds"); do
-  declare -A this_tps=() this_p99=()
-  for i in $(seq 0 $((n - 1))); do
-    leg=${legs[$(((i + r - 1) % n))]}
-    read -r t p c < <(round "$leg")
-    printf '%-6s %-9s %10.1f %9.2f %8.2f\n' "$r" "$leg" "$t" "$p" "$c"
-    tps[$leg]+="$t "; p99[$leg]+="$p "; cpu[$leg]+="$c "
-    this_tps[$leg]=$t; this_p99[$leg]=$p
-  done
-  if [ -n "${this_tps[none]:-}" ]; then
-    for leg in "${legs[@]}"; do
-      rtps[$leg]+="$(awk -v a="${this_tps[$leg]}" -v b="${this_tps[none]}" 'BEGIN {print a/b}') "
-      rp99[$leg]+="$(awk -v a="${this_p99[$leg]}" -v b="${this_p99[none]}" 'BEGIN {print a/b}') "
-    done
-  fi
-done
+
+echo "PostgreSQL $(basename "$(dirname "$pgbin")"), one pgbench -c 8 -j 2 on the root disk ($(findmnt -no FSTYPE -T "$dir")), kernel $(uname -r); blocks of ${block} s (first ${settle} s not measured), $pairs per leg, legs: ${legs[*]}"
+printf '%-6s %-9s %8s\n' block leg obs_cpu% >&2
+measure
+per_block >"$dir/per_block"
 echo
-printf '%-9s %10s %9s %8s %10s %10s\n' leg tps p99_ms obs_cpu% tps_ratio p99_ratio
-for leg in "${legs[@]}"; do
-  t=$(echo ${tps[$leg]} | tr ' ' '\n' | median)
-  p=$(echo ${p99[$leg]} | tr ' ' '\n' | median)
-  c=$(echo ${cpu[$leg]} | tr ' ' '\n' | median)
-  rt=$(echo ${rtps[$leg]:-} | tr ' ' '\n' | median)
-  rp=$(echo ${rp99[$leg]:-} | tr ' ' '\n' | median)
-  printf '%-9s %10.1f %9.2f %8.2f %10s %10s\n' "$leg" "$t" "$p" "$c" "$rt" "$rp"
+printf '%-6s %-9s %10s %9s %8s\n' block leg tps p99_ms obs_cpu%
+awk '{printf "%-6s %-9s %10.1f %9.3f %8s\n", $1, $2, $3, $4, $5}' "$dir/per_block"
+# Each leg's block against the mean of the `none` blocks either side.
+awk '{tps[$1] = $3; p99[$1] = $4; leg[$1] = $2}
+  END { for (k in leg) if (leg[k] != "none" && ((k-1) in tps) && ((k+1) in tps))
+    printf "%s %.4f %.4f\n", leg[k], 2 * tps[k] / (tps[k-1] + tps[k+1]), 2 * p99[k] / (p99[k-1] + p99[k+1]) }' \
+  "$dir/per_block" >"$dir/ratios"
+echo
+printf '%-9s %10s %9s %8s %10s %10s %6s\n' leg tps p99_ms obs_cpu% tps_ratio p99_ratio pairs
+for leg in none "${legs[@]}"; do
+  t=$(awk -v l="$leg" '$2 == l {print $3}' "$dir/per_block" | median)
+  p=$(awk -v l="$leg" '$2 == l {print $4}' "$dir/per_block" | median)
+  c=$(awk -v l="$leg" '$2 == l {print $5}' "$dir/per_block" | median)
+  if [ "$leg" = none ]; then rt=1; rp=1; np=-; else
+    rt=$(awk -v l="$leg" '$1 == l {print $2}' "$dir/ratios" | median)
+    rp=$(awk -v l="$leg" '$1 == l {print $3}' "$dir/ratios" | median)
+    np=$(awk -v l="$leg" '$1 == l' "$dir/ratios" | wc -l)
+  fi
+  printf '%-9s %10.1f %9.3f %8s %10s %10s %6s\n' "$leg" "$t" "$p" "$c" "$rt" "$rp" "$np"
 done
-echo "medians of $rounds; tps_ratio, p99_ratio: the median of each round's leg / that round's none"
+echo "tps_ratio, p99_ratio: medians over the leg's blocks of block / mean of the none blocks either side"
 echo "(p99 ratio above 1 is worse); obs_cpu%: the observer's own CPU, % of one core"
