@@ -281,6 +281,56 @@ fn advise(a: &stallscope::cli::AdviseArgs, stop: &AtomicBool) -> anyhow::Result<
     r
 }
 
+/// `stallscope trial --observe`: one change tried under the live server.
+fn live_trial(
+    config: Option<&std::path::Path>,
+    a: &stallscope::cli::TrialArgs,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    use stallscope::base::error::UsageError;
+    use stallscope::cli::TrialFormat;
+    use stallscope::cmd::advise::trial::live;
+    if !a.mount_options.is_empty() || a.run_args.is_some() || a.svg.is_some() {
+        return Err(UsageError::new(
+            "a live trial flips kernel knobs only (--setting): --mount-option, --run-args and --svg are for the lab",
+        )
+        .into());
+    }
+    let w = stallscope::cli::run_args(&a.workload)?;
+    let mut cfg = stallscope::cli::layered(config, &w)?;
+    if !cfg.targets.is_empty() || cfg.duration.is_some() {
+        return Err(UsageError::new(
+            "a live trial runs no writers and sets its own length: no --target or --duration after `--`",
+        )
+        .into());
+    }
+    cfg.observe.extend(&a.observe);
+    cfg.observe_name.extend(a.observe_name.iter().cloned());
+    cfg.validate()?;
+    let o = live::LiveOptions {
+        settings: a.settings.clone(),
+        pairs: a.lab.pairs,
+        window: a.window.map(|d| d.0),
+        measure: a.lab.measure.measure(),
+        device_of: a.lab.target.clone(),
+    };
+    let mut line = stallscope::cmd::advise::trial::progress::Line::default();
+    let r = live::run(&cfg, &o, stop, &mut |s, keep| {
+        if keep {
+            line.say(s)
+        } else {
+            line.show(s)
+        }
+    });
+    line.finish();
+    let l = r?;
+    match a.format {
+        TrialFormat::Text => print!("{}", live::show::render(&l)),
+        TrialFormat::Json => println!("{}", serde_json::to_string_pretty(&l)?),
+    }
+    Ok(())
+}
+
 /// `stallscope trial`: one change tried in the lab.
 fn trial(
     config: Option<&std::path::Path>,
@@ -290,6 +340,15 @@ fn trial(
     use stallscope::cli::TrialFormat;
     use stallscope::cmd::advise::treatment::{Setting, Treatment};
     use stallscope::cmd::advise::trial::{self as t, Workload};
+    if !a.observe.is_empty() || !a.observe_name.is_empty() {
+        return live_trial(config, a, stop);
+    }
+    if a.window.is_some() {
+        return Err(stallscope::base::error::UsageError::new(
+            "--window is for a live trial (--observe PID or --observe-name NAME); a lab trial's runs are --run-secs",
+        )
+        .into());
+    }
     let w = stallscope::cli::run_args(&a.workload)?;
     let workload = Workload {
         config: stallscope::cli::layered(config, &w)?,

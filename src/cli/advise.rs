@@ -122,11 +122,33 @@ pub(super) const TRIAL_EXAMPLES: &str = "Examples:
       --setting /sys/class/bdi/{bdi}/strict_limit=1 --run-secs 30 -- \\
       --mode buffered --threads 1 --record-size 64KiB --sync every:1600 --rate 240
   stallscope trial --setting vm.dirty_background_bytes=16777216 --format json -- --mode buffered
-  ({bdi} is the lab device's major:minor.)";
+  ({bdi} is the lab device's major:minor.)
+
+On the live server (root): the knob flipped under it, judged by its own stalls
+  stallscope trial --observe-name postgres \
+      --setting /sys/class/bdi/{bdi}/max_bytes=33554432 --setting /sys/class/bdi/{bdi}/strict_limit=1
+      a 30 s warm-up sizes the windows from the stall cycle, then an A/A pair and
+      8 A/B pairs; {bdi} is the device under the server's working directory (or
+      --target PATH); the knob is put back after every B window and on any exit
+  stallscope trial --observe 4242 --setting vm.dirty_background_bytes=16777216 \
+      --window 30s --pairs 6 --format json -- --stall-threshold 50ms
+      the JSON lists every window with its side and start_unix/end_unix
+Only runtime knobs: the dirty sysctls, /sys/class/bdi/MAJ:MIN/* limits and
+/sys/block/DEV/queue/wbt_lat_usec. No sync, no dropped caches, no lab. A load
+step (the server's own write rate moving beyond the band) gives `inconclusive`.";
 
 /// `stallscope trial`.
 #[derive(Args, Debug, Clone)]
 pub struct TrialArgs {
+    /// Live trial: flip the knob under this running process (and what it forks) instead of the lab's writers; repeat for several. The workload after `--` then holds observing options (--stall-threshold, --chains).
+    #[arg(long, value_name = "PID")]
+    pub observe: Vec<u32>,
+    /// Live trial: as --observe, every process with this name.
+    #[arg(long, value_name = "NAME")]
+    pub observe_name: Vec<String>,
+    /// Live trial: each window's length [default: 3 stall cycles of a 30 s warm-up, at least 10 s].
+    #[arg(long, value_name = "DUR")]
+    pub window: Option<Dur>,
     /// KNOB=VALUE for B: a sysctl (vm.dirty_background_bytes=16777216) or a sysfs file (/sys/class/bdi/{bdi}/max_bytes=33554432); repeat, applied in order.
     #[arg(long = "setting", value_name = "KNOB=VALUE", value_parser = parse_setting)]
     pub settings: Vec<crate::cmd::advise::treatment::Setting>,

@@ -13,6 +13,9 @@ pub enum Verdict {
     Improved,
     NoChange,
     Worse,
+    /// No verdict: the live server's load moved between windows
+    /// (`trial::live`); never from a lab trial.
+    Inconclusive,
 }
 
 /// One side's figures, medians over its runs.

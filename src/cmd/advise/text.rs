@@ -3,7 +3,7 @@
 //! longer than that, a long path, stays whole).
 
 use super::card::{Fidelity, Proposal, Scope};
-use super::diagnosis::Diagnosis;
+use super::diagnosis::{Diagnosis, Stalled};
 use super::machine::Machine;
 use super::outcome::{Figures, Outcome};
 use super::treatment::Setting;
@@ -92,7 +92,21 @@ pub fn render(d: &Diagnosis, m: &Machine, cards: &[Proposal]) -> String {
         "\n{}",
         wrap("direction: the lab can show which way a change moves the stalls, not by how much (a loop device is not your disk); not-testable: only the real hardware can tell. `stallscope advise --try` tries the lab-testable ones.", 0)
     );
+    if let Some(hint) = live_hint(d) {
+        let _ = writeln!(out, "{}", wrap(&hint, 0));
+    }
     out
+}
+
+/// For an observed server's recording: how to try a card under it.
+fn live_hint(d: &Diagnosis) -> Option<String> {
+    let comm = d.subjects.iter().find_map(|s| match &s.who {
+        Stalled::Server { comm, .. } => Some(comm),
+        Stalled::Writers { .. } => None,
+    })?;
+    Some(format!(
+        "On the server itself (root): `stallscope trial --observe-name {comm} --setting KNOB=VALUE` flips a card's sysctl or device knob under the running {comm}, in A/B windows judged by its own stalls, and puts it back after each."
+    ))
 }
 
 /// Why a cause with stall time has no card.

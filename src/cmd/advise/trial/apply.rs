@@ -100,7 +100,7 @@ pub fn mount_of(mount: &Path) -> anyhow::Result<(String, String)> {
 
 /// The knob `setting` changes and the value it sets there, for the
 /// registry; None for what is not a knob (a remount, run arguments).
-fn knob_value(setting: &Setting) -> anyhow::Result<Option<(Knob, Value)>> {
+pub fn knob_value(setting: &Setting) -> anyhow::Result<Option<(Knob, Value)>> {
     Ok(Some(match setting {
         Setting::Sysctl { name, value } => match Knob::sysctl(name) {
             k @ Knob::Dirty { .. } => {

@@ -4,9 +4,9 @@
 
 use super::figures::{combine, open_loop, RunFigures};
 use super::setup::Trial;
-use super::verdict::{decide, moved, Rules};
-use super::{Side, TrialOptions, MIN_OPS};
-use crate::cmd::advise::outcome::Outcome;
+use super::verdict::{decide, moved, Decision, Rules};
+use super::{Measure, Side, TrialOptions, MIN_OPS};
+use crate::cmd::advise::outcome::{Figures, Outcome};
 
 /// The outcome of `runs` (side, pair, figures) made by `t` (pair 0 is the
 /// A/A pair; the other pairs have one A and one B each).
@@ -45,6 +45,23 @@ pub fn outcome(t: &Trial, o: &TrialOptions, runs: &[(Side, usize, RunFigures)]) 
     };
     let before = combine(&side(Side::A), open_loop(&t.cfg_a));
     let after = combine(&side(Side::B), open_loop(&t.cfg_b));
+    Outcome {
+        recipe: t.recipe.clone(),
+        notes: notes(t, runs),
+        ..judged(&d, m, before, after, threshold_ms)
+    }
+}
+
+/// The outcome of decision `d` on measure `m` between the two sides'
+/// figures, with where stall time moved; no recipe or notes yet (the lab
+/// trial's and the live trial's differ).
+pub(super) fn judged(
+    d: &Decision,
+    m: Measure,
+    before: Figures,
+    after: Figures,
+    threshold_ms: f64,
+) -> Outcome {
     let moved = moved(
         &before.stall_ms_per_gib,
         &after.stall_ms_per_gib,
@@ -61,8 +78,8 @@ pub fn outcome(t: &Trial, o: &TrialOptions, runs: &[(Side, usize, RunFigures)]) 
         before,
         after,
         moved,
-        recipe: t.recipe.clone(),
-        notes: notes(t, runs),
+        recipe: String::new(),
+        notes: Vec::new(),
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod apply;
 mod conclude;
 pub mod figures;
+pub mod live;
 pub mod progress;
 pub mod recipe;
 mod setup;

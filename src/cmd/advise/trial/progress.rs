@@ -60,6 +60,14 @@ impl Line {
         let _ = e.flush();
     }
 
+    /// Prints `text` on a line of its own, kept (the line being rewritten
+    /// ends first).
+    pub fn say(&mut self, text: &str) {
+        self.finish();
+        eprintln!("{text}");
+        self.last.clear();
+    }
+
     /// Ends the line being rewritten (before other output).
     pub fn finish(&mut self) {
         if self.tty && self.last_len > 0 {

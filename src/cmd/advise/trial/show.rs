@@ -58,6 +58,7 @@ pub fn verdict_word(v: Verdict) -> &'static str {
         Verdict::Improved => "improved",
         Verdict::NoChange => "no_change",
         Verdict::Worse => "worse",
+        Verdict::Inconclusive => "inconclusive",
     }
 }
 
