@@ -127,7 +127,7 @@ pub(super) const TRIAL_EXAMPLES: &str = "Examples:
 On the live server (root): the knob flipped under it, judged by its own stalls
   stallscope trial --observe-name postgres \
       --setting /sys/class/bdi/{bdi}/max_bytes=33554432 --setting /sys/class/bdi/{bdi}/strict_limit=1
-      a 30 s warm-up sizes the windows from the stall cycle, then an A/A pair and
+      a 90 s warm-up sizes the windows from the server's cycle, then an A/A pair and
       8 A/B pairs; {bdi} is the device under the server's working directory (or
       --target PATH); the knob is put back after every B window and on any exit
   stallscope trial --observe 4242 --setting vm.dirty_background_bytes=16777216 \
@@ -146,7 +146,7 @@ pub struct TrialArgs {
     /// Live trial: as --observe, every process with this name.
     #[arg(long, value_name = "NAME")]
     pub observe_name: Vec<String>,
-    /// Live trial: each window's length [default: 3 stall cycles of a 30 s warm-up, at least 10 s].
+    /// Live trial: each window's length [default: whole cycles (at least 2, and 10 s) of the server's stalls and writes in a 90 s warm-up].
     #[arg(long, value_name = "DUR")]
     pub window: Option<Dur>,
     /// KNOB=VALUE for B: a sysctl (vm.dirty_background_bytes=16777216) or a sysfs file (/sys/class/bdi/{bdi}/max_bytes=33554432); repeat, applied in order.

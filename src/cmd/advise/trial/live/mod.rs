@@ -134,7 +134,7 @@ fn ready(cfg: &Config, o: &LiveOptions) -> anyhow::Result<Ready> {
     }
     if let Some(w) = o.window.filter(|w| *w < windows::FLOOR) {
         let msg = format!(
-            "--window {w:?} is shorter than {:?}: a window must hold a few stall cycles",
+            "--window {w:?} is shorter than {:?}: a window must hold whole stall cycles",
             windows::FLOOR
         );
         return Err(UsageError::new(msg).into());
@@ -297,7 +297,7 @@ fn window_length(
     let warm = windows::WARM_UP;
     progress(
         &format!(
-            "warm-up: {} s observing the server as it is, to measure its stall cycle",
+            "warm-up: {} s observing the server as it is, to measure its cycle",
             warm.as_secs()
         ),
         true,
@@ -306,22 +306,18 @@ fn window_length(
     drive(s, keep, end, stop, &mut |left| {
         progress(&format!("[warm-up] {left} s left"), false)
     })?;
-    let starts: Vec<u64> = keep
-        .snaps
-        .iter()
-        .flat_map(|x| x.stalls.iter().map(|st| st.ev.start_ns))
-        .collect();
-    let c = windows::cycle(starts);
+    let c = windows::cycle(&keep.snaps);
     let why = match c {
         Some(c) => format!(
-            "{} stall cycles of {:.1} s (the warm-up's), at least {} s",
-            windows::CYCLES,
+            "whole cycles of {:.0} s, the warm-up's (its stalls and writes), at least {} and {} s",
             c.as_secs_f64(),
+            windows::CYCLES,
             windows::FLOOR.as_secs()
         ),
         None => format!(
-            "the floor, {} s: the warm-up showed no stall cycle (fewer than 3 stall episodes)",
-            windows::FLOOR.as_secs()
+            "the floor, {} s: the warm-up showed no cycle up to {} s (--window for a longer one)",
+            windows::FLOOR.as_secs(),
+            windows::WARM_UP.as_secs() / 2
         ),
     };
     Ok((windows::length(c, windows::FLOOR), why))

@@ -11,15 +11,16 @@ use std::time::Duration;
 /// cycles of a server that syncs every 5 s.
 pub const FLOOR: Duration = Duration::from_secs(10);
 /// Without `--window`, the server is observed this long first, as it is,
-/// for its stall cycle (not counted in the verdict).
-pub const WARM_UP: Duration = Duration::from_secs(30);
+/// for its cycle (not counted in the verdict): cycles up to half of it
+/// are seen (a 30 s checkpoint_timeout; PostgreSQL's default 5 min needs
+/// `--window`).
+pub const WARM_UP: Duration = Duration::from_secs(90);
 /// Nor longer than this, whatever the cycle.
 pub const LONGEST: Duration = Duration::from_secs(600);
-/// A window spans this many stall cycles: each side sees whole cycles.
-pub const CYCLES: u32 = 3;
-/// Stalls that start less than this apart are one episode (the threads
-/// that one flush held up together).
-const EPISODE_GAP_NS: u64 = 1_000_000_000;
+/// A window spans at least this many whole cycles.
+pub const CYCLES: u32 = 2;
+/// A cycle is a lag whose autocorrelation reaches this.
+const MIN_R: f64 = 0.3;
 /// The load check's narrowest band: a window's write rate within ±30 %
 /// of the window of its side before it.
 pub const MIN_LOAD_BAND: f64 = 0.262_364_264_467_491; // ln 1.3
@@ -63,32 +64,65 @@ pub fn plan(first_ns: u64, len: Duration, pairs: usize) -> Vec<Window> {
         .collect()
 }
 
-/// The stall cycle: the median time between the starts of stall episodes
-/// (stalls less than `EPISODE_GAP_NS` apart are one), from at least three
-/// episodes; None with fewer.
-pub fn cycle(mut starts_ns: Vec<u64>) -> Option<Duration> {
-    starts_ns.sort_unstable();
-    let mut episodes: Vec<u64> = Vec::new();
-    let mut last = None;
-    for s in starts_ns {
-        if last.is_none_or(|l| s - l >= EPISODE_GAP_NS) {
-            episodes.push(s);
-        }
-        last = Some(s);
-    }
-    if episodes.len() < 3 {
-        return None;
-    }
-    let mut gaps: Vec<u64> = episodes.windows(2).map(|w| w[1] - w[0]).collect();
-    gaps.sort_unstable();
-    Some(Duration::from_nanos(gaps[gaps.len() / 2]))
+/// The server's cycle in `snaps` (a warm-up): the dominant period of its
+/// stall time and its write rate per interval together (each scaled to
+/// unit variance), by autocorrelation. Windows must span whole cycles: a
+/// 10 s window over PostgreSQL's 30 s checkpoint cycle sees a checkpoint
+/// in every third window only, and its p99 swings ×5 between windows.
+pub fn cycle(snaps: &[Snapshot]) -> Option<Duration> {
+    let stall: Vec<f64> = snaps
+        .iter()
+        .map(|s| s.stalls.iter().map(|st| st.ev.dur() as f64).sum())
+        .collect();
+    let writes: Vec<f64> = snaps
+        .iter()
+        .map(|s| s.observed.iter().filter_map(|o| o.write_bytes).sum::<u64>() as f64)
+        .collect();
+    let (a, b) = (scaled(&stall), scaled(&writes));
+    let x: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a + b).collect();
+    let every = snaps.first().map_or(1.0, |s| s.interval_s.max(0.001));
+    period(&x).map(|lag| Duration::from_secs_f64(lag as f64 * every))
 }
 
-/// The window length: `CYCLES` cycles, at least `floor`, at most `LONGEST`.
+/// `x` minus its mean, over its standard deviation; zeros when constant.
+fn scaled(x: &[f64]) -> Vec<f64> {
+    let n = x.len().max(1) as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    let sd = (x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    x.iter()
+        .map(|v| if sd > 0.0 { (v - mean) / sd } else { 0.0 })
+        .collect()
+}
+
+/// The lag (2 to half the series) where the autocorrelation of `x` (zero
+/// mean) is highest, when it reaches `MIN_R`.
+pub fn period(x: &[f64]) -> Option<usize> {
+    let energy: f64 = x.iter().map(|v| v * v).sum();
+    if energy <= 0.0 {
+        return None;
+    }
+    let r = |lag: usize| {
+        let n = x.len() - lag;
+        let c: f64 = (0..n).map(|i| x[i] * x[i + lag]).sum();
+        c / energy * x.len() as f64 / n as f64
+    };
+    (2..=x.len() / 2)
+        .map(|lag| (lag, r(lag)))
+        .filter(|(_, r)| *r >= MIN_R)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(lag, _)| lag)
+}
+
+/// The window length: the fewest whole cycles (at least `CYCLES`) that
+/// reach `floor`, at most `LONGEST`; `floor` without a cycle.
 pub fn length(cycle: Option<Duration>, floor: Duration) -> Duration {
-    cycle
-        .map_or(floor, |c| c * CYCLES)
-        .clamp(floor, LONGEST.max(floor))
+    let Some(c) = cycle.filter(|c| !c.is_zero()) else {
+        return floor;
+    };
+    let n = (floor.as_secs_f64() / c.as_secs_f64())
+        .ceil()
+        .max(f64::from(CYCLES));
+    c.mul_f64(n).min(LONGEST.max(floor))
 }
 
 /// One window's figures from the session's snapshots: the observed
@@ -211,21 +245,30 @@ mod tests {
     }
 
     #[test]
-    fn the_cycle_is_the_median_gap_between_episodes() {
-        // Episodes every 10 s, each three stalls 200 ms apart.
-        let starts: Vec<u64> = (0..5)
-            .flat_map(|k| (0..3).map(move |j| k * 10 * S + j * S / 5))
+    fn the_cycle_is_the_dominant_period_and_windows_hold_whole_ones() {
+        // A checkpoint every 30 s (3 s of heavy writes and long stalls),
+        // and a small fsync stall every 3 s in between.
+        let x: Vec<f64> = (0..90)
+            .map(|t| {
+                let ckpt = if t % 30 < 3 { 10.0 } else { 0.0 };
+                let fsync = if t % 3 == 0 { 1.0 } else { 0.0 };
+                ckpt + fsync
+            })
             .collect();
-        assert_eq!(cycle(starts), Some(Duration::from_secs(10)));
-        assert_eq!(cycle(vec![0, 5 * S]), None, "two episodes are no cycle");
         assert_eq!(
-            length(Some(Duration::from_secs(10)), FLOOR),
-            Duration::from_secs(30)
+            period(&scaled(&x)),
+            Some(30),
+            "the checkpoint, not the fsync"
         );
-        assert_eq!(length(Some(Duration::from_secs(3)), FLOOR), FLOOR);
-        assert_eq!(length(Some(Duration::from_secs(2)), FLOOR), FLOOR);
+        let mut rng = crate::cmd::advise::trial::verdict::Rng::new(7);
+        let noise: Vec<f64> = (0..90).map(|_| rng.below(1000) as f64).collect();
+        assert_eq!(period(&scaled(&noise)), None, "no cycle in noise");
+        assert_eq!(period(&[0.0; 40]), None);
+        let s = Duration::from_secs;
+        assert_eq!(length(Some(s(30)), FLOOR), s(60), "two whole cycles");
+        assert_eq!(length(Some(s(3)), FLOOR), s(12), "four reach the floor");
         assert_eq!(length(None, FLOOR), FLOOR);
-        assert_eq!(length(Some(Duration::from_secs(900)), FLOOR), LONGEST);
+        assert_eq!(length(Some(s(900)), FLOOR), LONGEST);
     }
 
     fn stall(start_s: f64, ms: f64, shares: &[(Cause, f64)]) -> Stall {
