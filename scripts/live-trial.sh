@@ -5,7 +5,9 @@
 # postgres` flipping a device dirty limit under it (B: the lab device's
 # bdi max_bytes 32 MiB with strict_limit, so the server's dirty pages are
 # written back in small steps instead of piling up to the global limit).
-# Then, over each window's measured part (the trial's JSON: start and end
+# Stalls from 20 ms (pgbench's p99 here is 10-60 ms: the default 100 ms
+# threshold would judge waits its clients do not feel). Then, over each
+# window's measured part (the trial's JSON: start and end
 # in seconds since the epoch), pgbench's own p99 latency and tps from its
 # per-transaction log: the medians of the A and B windows, and the
 # median over pairs of B/A, printed beside stallscope's verdict.
@@ -73,7 +75,7 @@ for n in $(seq 1 "$trials"); do
   sleep 5
   wflag=(); [ "$window" = auto ] || wflag=(--window "$window")
   "$bin" trial --observe-name postgres "${settings[@]}" "${wflag[@]}" --pairs "$pairs" \
-    --format json >"$lab/trial.json" 2>"$lab/trial.err" || { cat "$lab/trial.err" >&2; exit 1; }
+    --format json -- --stall-threshold 20ms >"$lab/trial.json" 2>"$lab/trial.err" || { cat "$lab/trial.err" >&2; exit 1; }
   kill "$bench_pid" 2>/dev/null || true
   wait "$bench_pid" 2>/dev/null || true
   bench_pid=""

@@ -22,6 +22,9 @@
 #   sampled   --observe-timing sampled (no tracing of the server's threads)
 #   slow      sampled, reading /proc once a second (--observe-every 1s)
 #   calltime  bpftrace timing the same write-path calls (scripts/calltime.bt)
+#   idle      a process that only sleeps: the method's own control (its
+#             ratio is what starting and stopping a process between blocks
+#             costs, nothing of observing)
 #
 # Usage (root): scripts/server-cost.sh [pairs=8] [block=15] [settle=3]
 #   PAIRS blocks per leg, each BLOCK seconds, its first SETTLE not measured
@@ -43,8 +46,8 @@ pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" 
 read -r -a legs <<<"${COST_LEGS:-calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
   case $leg in
-    calls|nocalls|nochains|normal|sampled|slow|calltime) ;;
-    *) echo "unknown leg $leg (calls nocalls nochains normal sampled slow calltime; none is always measured)" >&2; exit 2 ;;
+    calls|nocalls|nochains|normal|sampled|slow|calltime|idle) ;;
+    *) echo "unknown leg $leg (calls nocalls nochains normal sampled slow calltime idle; none is always measured)" >&2; exit 2 ;;
   esac
 done
 if [[ " ${legs[*]} " == *" calltime "* ]]; then
@@ -114,6 +117,7 @@ start_observer() {
     slow) "$bin" run --observe-name postgres --observe-timing sampled --observe-every 1s --format jsonl >/dev/null 2>"$log" & ;;
     sampled) "$bin" run --observe-name postgres --observe-timing sampled --format jsonl >/dev/null 2>"$log" & ;;
     calltime) bpftrace "$bt" "$postmaster" >/dev/null 2>"$log" & ;;
+    idle) sleep 100000 & ;;
   esac
   observer=$!
   echo "$observer" >"$dir/observer.pid"
@@ -123,6 +127,11 @@ start_observer() {
 stop_observer() {
   [ -n "$observer" ] || return 0
   kill -INT "$observer" 2>/dev/null || true
+  # A background job of a script ignores SIGINT unless it handles it
+  # itself (stallscope and bpftrace do; the idle leg's sleep does not).
+  local i
+  for i in $(seq 50); do kill -0 "$observer" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$observer" 2>/dev/null || true
   wait "$observer" 2>/dev/null || true
   observer=""
   : >"$dir/observer.pid"

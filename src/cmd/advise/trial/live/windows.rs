@@ -19,8 +19,13 @@ pub const WARM_UP: Duration = Duration::from_secs(90);
 pub const LONGEST: Duration = Duration::from_secs(600);
 /// A window spans at least this many whole cycles.
 pub const CYCLES: u32 = 2;
+/// The dirty pool's samples are smoothed over this many intervals.
+const SMOOTH: usize = 5;
 /// A cycle is a lag whose autocorrelation reaches this.
 const MIN_R: f64 = 0.3;
+/// A multiple of a shorter cycle is that cycle again unless its
+/// correlation is higher by more than this.
+const HARMONIC_R: f64 = 0.1;
 /// The load check's narrowest band: a window's write rate within ±30 %
 /// of the window of its side before it.
 pub const MIN_LOAD_BAND: f64 = 0.262_364_264_467_491; // ln 1.3
@@ -64,24 +69,65 @@ pub fn plan(first_ns: u64, len: Duration, pairs: usize) -> Vec<Window> {
         .collect()
 }
 
-/// The server's cycle in `snaps` (a warm-up): the dominant period of its
-/// stall time and its write rate per interval together (each scaled to
-/// unit variance), by autocorrelation. Windows must span whole cycles: a
-/// 10 s window over PostgreSQL's 30 s checkpoint cycle sees a checkpoint
-/// in every third window only, and its p99 swings ×5 between windows.
+/// The cycle in `snaps` (a warm-up): the period of the machine's
+/// dirty+writeback pool, which every writeback stall follows (a
+/// checkpoint fills it, a sync drains it), else of the server's blocked
+/// time and write rate together (each scaled to unit variance). Windows
+/// must span whole cycles: 10 s windows over PostgreSQL's 30 s
+/// checkpoint cycle saw a checkpoint in every third window, and its p99
+/// swung ×5 between windows.
 pub fn cycle(snaps: &[Snapshot]) -> Option<Duration> {
-    let stall: Vec<f64> = snaps
+    let dirty: Vec<f64> = snaps
         .iter()
-        .map(|s| s.stalls.iter().map(|st| st.ev.dur() as f64).sum())
+        .map(|s| {
+            s.kernel.as_ref().map_or(0.0, |k| {
+                (k.dirty_kib.unwrap_or(0) + k.writeback_kib.unwrap_or(0)) as f64
+            })
+        })
+        .collect();
+    // The server's blocked time (waits under the stall threshold too),
+    // else its stalls' time; and its writes.
+    let blocked: Vec<f64> = snaps
+        .iter()
+        .map(|s| {
+            let b = s
+                .observed
+                .iter()
+                .filter_map(|o| o.blocked_ms)
+                .reduce(|a, b| a + b);
+            b.unwrap_or_else(|| s.stalls.iter().map(|st| st.ev.dur() as f64 / 1e6).sum())
+        })
         .collect();
     let writes: Vec<f64> = snaps
         .iter()
         .map(|s| s.observed.iter().filter_map(|o| o.write_bytes).sum::<u64>() as f64)
         .collect();
-    let (a, b) = (scaled(&stall), scaled(&writes));
-    let x: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a + b).collect();
     let every = snaps.first().map_or(1.0, |s| s.interval_s.max(0.001));
-    period(&x).map(|lag| Duration::from_secs_f64(lag as f64 * every))
+    let of_server = || {
+        let x: Vec<f64> = scaled(&blocked)
+            .iter()
+            .zip(scaled(&writes))
+            .map(|(a, b)| a + b)
+            .collect();
+        period(&x)
+    };
+    period(&scaled(&rolling_median(&dirty, SMOOTH)))
+        .or_else(of_server)
+        .map(|lag| Duration::from_secs_f64(lag as f64 * every))
+}
+
+/// The median of each `w` values around each one (fewer at the ends): a
+/// spike of one sample (a burst of WAL pages caught dirty) goes, the
+/// pool's rise and fall over a checkpoint stays.
+fn rolling_median(x: &[f64], w: usize) -> Vec<f64> {
+    let h = w / 2;
+    (0..x.len())
+        .map(|i| {
+            let mut v = x[i.saturating_sub(h)..(i + h + 1).min(x.len())].to_vec();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+        .collect()
 }
 
 /// `x` minus its mean, over its standard deviation; zeros when constant.
@@ -94,11 +140,16 @@ fn scaled(x: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// The lag (2 to half the series) where the autocorrelation of `x` (zero
-/// mean) is highest, when it reaches `MIN_R`.
+/// The longest period of `x` (zero mean): among the lags (2 to half the
+/// series) where its autocorrelation has a significant local maximum (at
+/// least `MIN_R`, and 2.5 standard errors of a correlation over the pairs
+/// that lag leaves), the largest that is not a harmonic of a shorter one
+/// (near a multiple of it and no stronger). The longest, not the
+/// strongest: a server that fsyncs every 3 s and checkpoints every 30 s
+/// shows both, and a window of whole 30 s cycles holds whole 3 s ones.
 pub fn period(x: &[f64]) -> Option<usize> {
     let energy: f64 = x.iter().map(|v| v * v).sum();
-    if energy <= 0.0 {
+    if energy <= 0.0 || x.len() < 6 {
         return None;
     }
     let r = |lag: usize| {
@@ -106,11 +157,20 @@ pub fn period(x: &[f64]) -> Option<usize> {
         let c: f64 = (0..n).map(|i| x[i] * x[i + lag]).sum();
         c / energy * x.len() as f64 / n as f64
     };
-    (2..=x.len() / 2)
-        .map(|lag| (lag, r(lag)))
-        .filter(|(_, r)| *r >= MIN_R)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(lag, _)| lag)
+    let rs: Vec<f64> = (0..=x.len() / 2 + 1).map(r).collect();
+    let peaks: Vec<usize> = (2..=x.len() / 2)
+        .filter(|&l| {
+            let sig = MIN_R.max(2.5 / ((x.len() - l) as f64).sqrt());
+            rs[l] >= sig && rs[l] >= rs[l - 1] && rs[l] >= rs[l + 1]
+        })
+        .collect();
+    let harmonic = |l: usize| {
+        peaks.iter().any(|&p| {
+            let k = (l as f64 / p as f64).round() as usize;
+            p < l && k >= 2 && l.abs_diff(k * p) <= 1 && rs[l] <= rs[p] + HARMONIC_R
+        })
+    };
+    peaks.iter().copied().filter(|&l| !harmonic(l)).max()
 }
 
 /// The window length: the fewest whole cycles (at least `CYCLES`) that
