@@ -177,7 +177,12 @@ pub enum Command {
     Advise(AdviseArgs),
     /// Run the same workload on each target x mode (x threads) in turn and print a side-by-side table.
     Compare(CompareArgs),
-    /// Try one change in the lab (root, after `lab up`): an A/A pair, then interleaved A/B pairs of the workload, and a verdict.
+    /// Try one change in the lab (root, after `lab up`), or under a live server (--observe): an A/A pair, then interleaved A/B pairs, and a verdict.
+    ///
+    /// With --observe PID or --observe-name NAME no writers run: the
+    /// knob (a runtime one only) is flipped for B windows under the
+    /// running server, judged by its own stalls, and put back after each
+    /// window and on any exit; a load step gives `inconclusive`.
     ///
     /// The workload's `run` options go after `--`; its target and
     /// duration are the trial's. B runs with the settings applied (each
