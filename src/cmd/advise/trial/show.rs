@@ -115,6 +115,14 @@ pub fn render(o: &Outcome) -> String {
     for (n, x, y) in &rows {
         let _ = writeln!(s, "{n:<w0$}  {x:>w1$}  {y:>w1$}");
     }
+    s.push_str(&tail(o));
+    s
+}
+
+/// The end of a trial's text, lab or live: where stall time moved, the
+/// notes and the recipe.
+pub fn tail(o: &Outcome) -> String {
+    let mut s = String::new();
     if let Some(m) = &o.moved {
         let _ = writeln!(s, "{m}");
     }

@@ -157,9 +157,7 @@ fn ready(cfg: &Config, o: &LiveOptions) -> anyhow::Result<Ready> {
             "the whole machine (sysctls)".to_string(),
         )
     };
-    for s in &settings {
-        knobs::check(s)?;
-    }
+    // Held::new checks each resolved setting (its file is there).
     let held = knobs::Held::new(&settings, crate::knob::Registry::machine())?;
     let recipe = knobs::recipe(&settings)?;
     Ok(Ready {

@@ -2,7 +2,7 @@
 //! windows were sized, each window with its wall-clock time, the two
 //! sides' figures, the notes and the recipe.
 
-use super::super::show::verdict_line;
+use super::super::show::{tail, verdict_line};
 use super::LiveOutcome;
 use crate::cmd::advise::outcome::Figures;
 use std::fmt::Write as _;
@@ -63,16 +63,7 @@ pub fn render(l: &LiveOutcome) -> String {
         let v = |f: &Figures| format!("{:.0}", f.stall_ms_per_gib.get(c).copied().unwrap_or(0.0));
         let _ = writeln!(s, "{:<30} {:>14} {:>14}", format!("  {c}"), v(a), v(b));
     }
-    if let Some(m) = &o.moved {
-        let _ = writeln!(s, "{m}");
-    }
-    for n in &o.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let _ = writeln!(s, "recipe:");
-    for line in o.recipe.lines() {
-        let _ = writeln!(s, "  {line}");
-    }
+    s.push_str(&tail(o));
     s
 }
 

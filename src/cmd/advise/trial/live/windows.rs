@@ -85,25 +85,25 @@ pub fn cycle(snaps: &[Snapshot]) -> Option<Duration> {
             })
         })
         .collect();
-    // The server's blocked time (waits under the stall threshold too),
-    // else its stalls' time; and its writes.
-    let blocked: Vec<f64> = snaps
-        .iter()
-        .map(|s| {
-            let b = s
-                .observed
-                .iter()
-                .filter_map(|o| o.blocked_ms)
-                .reduce(|a, b| a + b);
-            b.unwrap_or_else(|| s.stalls.iter().map(|st| st.ev.dur() as f64 / 1e6).sum())
-        })
-        .collect();
-    let writes: Vec<f64> = snaps
-        .iter()
-        .map(|s| s.observed.iter().filter_map(|o| o.write_bytes).sum::<u64>() as f64)
-        .collect();
     let every = snaps.first().map_or(1.0, |s| s.interval_s.max(0.001));
+    // Only without a dirty cycle: the server's blocked time (waits under
+    // the stall threshold too), else its stalls' time; and its writes.
     let of_server = || {
+        let blocked: Vec<f64> = snaps
+            .iter()
+            .map(|s| {
+                let b = s
+                    .observed
+                    .iter()
+                    .filter_map(|o| o.blocked_ms)
+                    .reduce(|a, b| a + b);
+                b.unwrap_or_else(|| s.stalls.iter().map(|st| st.ev.dur() as f64 / 1e6).sum())
+            })
+            .collect();
+        let writes: Vec<f64> = snaps
+            .iter()
+            .map(|s| s.observed.iter().filter_map(|o| o.write_bytes).sum::<u64>() as f64)
+            .collect();
         let x: Vec<f64> = scaled(&blocked)
             .iter()
             .zip(scaled(&writes))
