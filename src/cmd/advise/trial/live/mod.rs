@@ -242,7 +242,6 @@ pub fn run(
     {
         progress(l, true);
     }
-    let started = Instant::now();
     for (i, w) in plan.iter().enumerate() {
         let head = format!(
             "[window {}/{} {}{}]",
@@ -255,7 +254,9 @@ pub fn run(
             r.held.apply()?;
         }
         let done = drive(&mut s, &mut keep, w.end_ns, stop, &mut |left| {
-            let eta = super::progress::eta(i, plan.len(), started.elapsed(), len);
+            // The windows are fixed on the run clock: what is left is exact.
+            let later = len * (plan.len() - i - 1) as u32;
+            let eta = Duration::from_secs(left) + later;
             let line = format!(
                 "{head} {left} s left, ~{} in all",
                 super::progress::short(eta)
@@ -434,7 +435,7 @@ fn notes(threshold_ms: f64, len: Duration, device: &str) -> Vec<String> {
             (len - windows::settle_for(len)).as_secs()
         ),
         format!(
-            "the knobs are held in stallscope's registry while a B window lasts (device {device}); a killed trial's are put back by the next stallscope run as root"
+            "the knobs are held in stallscope's registry while a B window lasts (on {device}); a killed trial's are put back by the next stallscope run as root"
         ),
     ]
 }

@@ -72,7 +72,7 @@ fn window_table(l: &LiveOutcome) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>3} {:>4} {:>4}  {:<19} {:>7} {:>10} {:>9} {:>7} {:>9}",
+        "{:>3} {:>4} {:>4}  {:<19} {:>7} {:>12} {:>9} {:>7} {:>11}",
         "#",
         "side",
         "pair",
@@ -126,6 +126,54 @@ pub fn utc(unix: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_window_table_s_columns_line_up() {
+        use crate::cmd::advise::outcome::{Outcome, Verdict};
+        let row = super::super::WindowRow {
+            side: "B",
+            pair: 3,
+            start_unix: 1_796_596_952.8,
+            measured_from_unix: 1_796_596_954.8,
+            end_unix: 1_796_596_962.8,
+            measure: 1.0,
+            stalls: 12,
+            stall_ms_per_gib: 123_456.0,
+            max_stall_ms: 992.0,
+            stall_s: 7.0,
+            write_mib_s: 285.2,
+        };
+        let l = LiveOutcome {
+            outcome: Outcome {
+                verdict: Verdict::NoChange,
+                measure: String::new(),
+                difference: 0.0,
+                interval: (0.0, 0.0),
+                noise: 0.1,
+                pairs_lower: 0,
+                pairs_higher: 0,
+                before: Figures::default(),
+                after: Figures::default(),
+                moved: None,
+                recipe: String::new(),
+                notes: Vec::new(),
+            },
+            observed: Vec::new(),
+            window_s: 10.0,
+            settle_s: 2.0,
+            window_why: String::new(),
+            load: None,
+            windows: vec![row],
+        };
+        let t = window_table(&l);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0].len(), lines[1].len(), "{t}");
+        // Each header ends where its column's figures end.
+        for (name, figure) in [("stall ms/GiB", "123456"), ("write MiB/s", "285.2")] {
+            let end = |l: &str, w: &str| l.find(w).unwrap() + w.len();
+            assert_eq!(end(lines[0], name), end(lines[1], figure), "{t}");
+        }
+    }
 
     #[test]
     fn utc_dates() {
