@@ -1,7 +1,7 @@
-//! Root-only: a live trial (`trial --observe`) on a running process of
-//! our own, a rate-limited `stallscope run` writing on a capped lab,
-//! observed by pid. A load step in the middle (a second writer joins the
-//! observed tree) gives `inconclusive`, not a verdict; SIGTERM in a B
+//! Root-only: a live trial (`trial --observe`) on a running server on a
+//! capped lab, observed by pid. PostgreSQL under a rate-limited pgbench
+//! whose client count doubles in the middle gives `inconclusive`, not a
+//! verdict; on a rate-limited `stallscope run` of our own, SIGTERM in a B
 //! window, and SIGKILL followed by the next stallscope run, leave the
 //! knob as it was, read from the kernel's own file. The knob is the lab
 //! device's bdi `strict_limit`, so nothing outside the lab changes. One
@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::pg::{have_postgres, PgLab};
 use common::{bin, capped};
 use serde_json::Value;
 use std::path::Path;
@@ -92,19 +93,51 @@ fn wait_for(path: &str, want: &str, secs: u64) {
 }
 
 #[test]
-fn a_load_step_mid_trial_is_inconclusive() {
-    let test = "a_load_step_mid_trial_is_inconclusive";
+fn pgbench_clients_doubled_mid_trial_is_inconclusive() {
+    let test = "pgbench_clients_doubled_mid_trial_is_inconclusive";
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((lab, knob)) = lab_and_knob(test) else {
+    if !common::need_root(test) {
         return;
-    };
+    }
+    if !have_postgres() {
+        common::skip(
+            test,
+            "PostgreSQL or pgbench missing (apt-get install postgresql)",
+        );
+        return;
+    }
+    let pg = PgLab::start(20, 1);
+    // A steady server: no checkpoint or autovacuum burst inside the
+    // trial, so its write rate follows its clients alone.
+    for sql in [
+        "ALTER SYSTEM SET checkpoint_timeout = '1h'",
+        "ALTER SYSTEM SET autovacuum = off",
+        "SELECT pg_reload_conf()",
+    ] {
+        pg.server.psql(sql);
+    }
+    let knob = format!(
+        "/sys/class/bdi/{}:{}/strict_limit",
+        pg.lab.fs.major, pg.lab.fs.minor
+    );
     let before = read(&knob);
-    // One writer, and from 75 s (window 7 or 8 of 14) a second one: the
-    // server's own write rate doubles.
-    let w = writer_cmd(&lab.fs.mount);
-    let srv = server(&format!("{w} & sleep 75; {w} & wait"), &lab.fs.mount);
-    let out = live_trial(srv.0.id(), &knob, "1", "json").output().unwrap();
-    drop(srv);
+    // Two clients at 100 transactions a second, and from 75 s (window 7
+    // or 8 of 14) two more: pgbench's client count and load doubled.
+    let clients = ["-c", "2", "-j", "1", "-R", "100", "-T"];
+    let quiet = |mut c: Command| {
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        Reaped(c.spawn().unwrap())
+    };
+    let _first = quiet(pg.server.pgbench_cmd(&[&clients[..], &["220"]].concat()));
+    std::thread::sleep(Duration::from_secs(2));
+    let trial = live_trial(pg.server.pid(), &knob, "1", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(75));
+    let _second = quiet(pg.server.pgbench_cmd(&[&clients[..], &["150"]].concat()));
+    let out = trial.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "trial: {err}");
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -114,7 +147,7 @@ fn a_load_step_mid_trial_is_inconclusive() {
         .iter()
         .map(|w| w["write_mib_s"].as_f64().unwrap())
         .collect();
-    eprintln!("write MiB/s per window: {rates:.1?}\n{}", j["load"]);
+    eprintln!("write MiB/s per window: {rates:.2?}\n{}", j["load"]);
     assert_eq!(j["verdict"], "inconclusive", "{}", j["load"]);
     assert!(j["load"].as_str().unwrap().starts_with("load changed"));
     // The windows line up with the wall clock: 14 of 10 s, back to back.

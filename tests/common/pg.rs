@@ -100,14 +100,18 @@ impl PgServer {
 
     /// pgbench as user postgres against this server.
     pub fn pgbench(&self, args: &[&str]) -> std::process::Output {
-        Command::new("runuser")
-            .args(["-u", "postgres", "--", "pgbench", "-h"])
+        self.pgbench_cmd(args).output().expect("run pgbench")
+    }
+
+    /// The command of [`PgServer::pgbench`], to spawn it in the background.
+    pub fn pgbench_cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", "pgbench", "-h"])
             .arg(&self.socket_dir)
             .args(["-p", &self.port.to_string()])
             .args(args)
-            .arg("postgres")
-            .output()
-            .expect("run pgbench")
+            .arg("postgres");
+        c
     }
 }
 
