@@ -25,6 +25,10 @@
 #   idle      a process that only sleeps: the method's own control (its
 #             ratio is what starting and stopping a process between blocks
 #             costs, nothing of observing)
+#   burn      a process that only burns CPU, BURN_PCT (default 1.4) % of
+#             one core in slices every 50 ms, as the observer's own CPU
+#             does: what any process taking that much CPU costs the
+#             saturated server, nothing of tracing or /proc
 #
 # Usage (root): scripts/server-cost.sh [pairs=8] [block=15] [settle=3]
 #   PAIRS blocks per leg, each BLOCK seconds, its first SETTLE not measured
@@ -46,8 +50,8 @@ pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" 
 read -r -a legs <<<"${COST_LEGS:-calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
   case $leg in
-    calls|nocalls|nochains|normal|sampled|slow|calltime|idle) ;;
-    *) echo "unknown leg $leg (calls nocalls nochains normal sampled slow calltime idle; none is always measured)" >&2; exit 2 ;;
+    calls|nocalls|nochains|normal|sampled|slow|calltime|idle|burn) ;;
+    *) echo "unknown leg $leg (calls nocalls nochains normal sampled slow calltime idle burn; none is always measured)" >&2; exit 2 ;;
   esac
 done
 if [[ " ${legs[*]} " == *" calltime "* ]]; then
@@ -104,6 +108,16 @@ if [[ " ${legs[*]} " == *" calltime "* ]]; then
   calltime_for "$have" "$bt"
 fi
 
+# The burn leg: PCT % of one core, busy in a slice every 50 ms.
+burn_py='
+import sys, time
+busy = 0.05 * float(sys.argv[1]) / 100
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < busy:
+        pass
+    time.sleep(0.05 - busy)
+'
 # Starts the observer of leg $1 (none: nothing); sets $observer.
 start_observer() {
   observer=""
@@ -118,6 +132,7 @@ start_observer() {
     sampled) "$bin" run --observe-name postgres --observe-timing sampled --format jsonl >/dev/null 2>"$log" & ;;
     calltime) bpftrace "$bt" "$postmaster" >/dev/null 2>"$log" & ;;
     idle) sleep 100000 & ;;
+    burn) python3 -c "$burn_py" "${BURN_PCT:-1.4}" & ;;
   esac
   observer=$!
   echo "$observer" >"$dir/observer.pid"
