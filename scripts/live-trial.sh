@@ -13,7 +13,9 @@
 # median over pairs of B/A, printed beside stallscope's verdict.
 #
 # Usage (root): scripts/live-trial.sh [trials=1] [window=auto] [pairs=6] [cap=20MiB]
-#   window auto: the trial's own warm-up sizes the windows.
+#   window auto: the trial's own warm-up sizes the windows. The trials
+#   run back to back under one pgbench, started WARM (default 60) seconds
+#   before the first.
 #   PLACEBO=1: B sets strict_limit to the value it has (a placebo), and
 #   the verdicts are counted (no_change expected in all).
 # Needs Debian's postgresql and jq. Leaves nothing behind: pgbench and the
@@ -23,6 +25,7 @@ trials=${1:-1}
 window=${2:-auto}
 pairs=${3:-6}
 cap=${4:-20MiB}
+warm=${WARM:-60}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (lab, tracing, knobs)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "jq missing (apt-get install jq)" >&2; exit 1; }
@@ -54,11 +57,11 @@ else
 fi
 install -d -o postgres "$lab/log"
 
-# pgbench's p99 latency (ms) and tps of the transactions that ended in
-# [from, to) (its log: client, transaction, latency µs, script, end s, end µs).
+# pgbench's p99 latency (ms) and tps of the transactions of this trial
+# (trial_log) that ended in [from, to) (its log: client, transaction, latency µs, script, end s, end µs).
 window_figures() {
-  cat "$lab/log"/pgbench_log.* | awk -v f="$1" -v t="$2" '
-    { e = $5 + $6 / 1e6; if (e >= f && e < t) print $3 }' | sort -n |
+  awk -v f="$1" -v t="$2" '
+    { e = $5 + $6 / 1e6; if (e >= f && e < t) print $3 }' "$lab/trial_log" | sort -n |
     awk -v f="$1" -v t="$2" '{a[NR] = $1} END {
       if (NR == 0) { print "nan 0"; exit }
       i = int(NR * 0.99); if (i < 1) i = 1; printf "%.2f %.1f\n", a[i] / 1000, NR / (t - f) }'
@@ -67,22 +70,25 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else print (NR
 
 declare -A verdicts
 echo "PostgreSQL $(basename "$(dirname "$pgbin")") on ext4 capped at $cap, kernel $(uname -r); $trials trial(s), window $window, $pairs pairs; B: ${settings[*]}"
+# One pgbench for every trial, as on a server that was running before
+# anyone looked: its start (cold tables, the first checkpoints, which
+# made one trial's A/A pair differ by ×4) is over before the first window.
+(cd "$lab/log" && exec runuser -u postgres -- pgbench -h "$lab/sock" -p "$port" \
+  -c 8 -j 2 -T 360000 -l postgres >/dev/null 2>&1) &
+bench_pid=$!
+sleep "$warm"
 for n in $(seq 1 "$trials"); do
-  rm -f "$lab/log"/pgbench_log.*
-  (cd "$lab/log" && exec runuser -u postgres -- pgbench -h "$lab/sock" -p "$port" \
-    -c 8 -j 2 -T 36000 -l postgres >/dev/null 2>&1) &
-  bench_pid=$!
-  sleep 5
   wflag=(); [ "$window" = auto ] || wflag=(--window "$window")
   "$bin" trial --observe-name postgres "${settings[@]}" "${wflag[@]}" --pairs "$pairs" \
     --format json -- --stall-threshold 20ms >"$lab/trial.json" 2>"$lab/trial.err" || { cat "$lab/trial.err" >&2; exit 1; }
-  kill "$bench_pid" 2>/dev/null || true
-  wait "$bench_pid" 2>/dev/null || true
-  bench_pid=""
+  kill -0 "$bench_pid" 2>/dev/null || { echo "pgbench stopped" >&2; exit 1; }
   verdict=$(jq -r .verdict "$lab/trial.json")
   verdicts[$verdict]=$((${verdicts[$verdict]:-0} + 1))
   echo
   echo "trial $n: stallscope says $verdict ($(jq -r '.measure' "$lab/trial.json") ×$(jq -r '.difference | exp * 100 | round / 100' "$lab/trial.json"))${PLACEBO:+ (placebo)}"
+  # This trial's transactions (the log holds every trial's).
+  first=$(jq -r '.windows[0].start_unix' "$lab/trial.json")
+  cat "$lab/log"/pgbench_log.* | awk -v f="$first" '$5 + $6 / 1e6 >= f' >"$lab/trial_log"
   printf '%3s %4s %4s %12s %10s %11s %10s\n' '#' side pair stall_ms/GiB max_ms pg_p99_ms pg_tps
   : >"$lab/rows"
   i=0
