@@ -372,7 +372,7 @@ the_checks() {
   check lab-down-clean "$([ $rc = 0 ] && [ "$d" = ok ] && echo ok)" "rc $rc, guest as before: $d" "lab down clean"
   local walk_up_ok=$labup_ok
 
-  # 3. PostgreSQL observed under pgbench (README: Diagnosing PostgreSQL)
+  # 3. PostgreSQL observed under pgbench (docs/observing-servers.md: Diagnosing PostgreSQL)
   say "check 3: PostgreSQL observed: lab up --fs ext4 --cap 10MiB --dirty-bytes 256M"
   snapshot >"$W/pg.before"
   stallscope lab up --fs ext4 --cap 10MiB --dirty-bytes 256M >"$W/pglabup.txt" 2>&1

@@ -89,7 +89,7 @@ GUEST_PKGS="linux-image-amd64,initramfs-tools,postgresql,xfsprogs,tmux,procps,ut
 # and caps on v2 (lab), and a test process that joins the lab's group and is
 # capped there (chains). The other root tests measure against a real server
 # or the kernel under 20-100 ms thresholds and fail under TCG, 5-10x slower
-# than the host (the README's test section lists them with their reasons).
+# than the host (docs/where-it-runs.md's test section lists them with their reasons).
 CI_TESTS="lab,chains"
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

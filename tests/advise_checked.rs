@@ -93,7 +93,7 @@ const LAB_256M: &[&str] = &[
 ];
 
 const SEEDS: &[Seed] = &[
-    // The Cassandra commitlog seed as `advise --try` verified it (README,
+    // The Cassandra commitlog seed as `advise --try` verified it (docs/advise-and-trial.md,
     // "What to change"): 32 writers of 818 B records into mmapped segments
     // on xfs capped at 20 MiB/s behind 256 MiB of dirty data sit in dirty
     // throttling for seconds; written with O_DIRECT they never queue behind
@@ -137,7 +137,7 @@ const SEEDS: &[Seed] = &[
         lower: &[Judged::ZeroSeconds],
         needs: "/sys/class/bdi/{bdi}/max_bytes",
     },
-    // The README's trial of a device-scoped limit: a buffered writer with
+    // The trial in docs/advise-and-trial.md of a device-scoped limit: a buffered writer with
     // an fdatasync every 100 MiB (6400 records of 16 KiB at 960 a second,
     // 15 MiB/s offered) behind a 1 GiB dirty limit on a 20 MiB/s disk:
     // each sync waits for the ~100 MiB dirtied since the last one (~5 s);

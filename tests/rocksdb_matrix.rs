@@ -28,7 +28,7 @@
 //!
 //! CI runs three cells that between them take every value of each factor
 //! (25 s of db_bench each); `STALLSCOPE_ROCKS_MATRIX=full` runs all 16
-//! (`scripts/rocksdb-matrix.sh`, which prints the table for the README).
+//! (`scripts/rocksdb-matrix.sh`, which prints the table for docs/observing-servers.md).
 //! `STALLSCOPE_ROCKS_CELL_S` sets each cell's db_bench duration,
 //! `STALLSCOPE_ROCKS_CELLS` (comma-separated parts of cell names such as
 //! `wal-on_limit-off_4w_slowdowns`) picks cells. Each
@@ -314,7 +314,7 @@ fn run_cell(cell: Cell, mount: &Path, keep_root: &Path, secs: u64) -> Outcome {
     }
 }
 
-/// The matrix as a Markdown table (for the README).
+/// The matrix as a Markdown table (for docs/observing-servers.md).
 fn table(outs: &[Outcome]) -> String {
     let mut t = String::from(
         "| WAL | user limit | writers | L0 triggers | RocksDB slowdowns / stops | `stall.micros` s | stallscope writers held s | ratio | within 10 % | `app_delay` s (short runs) | stops via flush/compaction s | thread time s | writers' other stalls s |\n\
