@@ -18,6 +18,7 @@
 #   before the first.
 #   PLACEBO=1: B sets strict_limit to the value it has (a placebo), and
 #   the verdicts are counted (no_change expected in all).
+#   SETTINGS="KNOB=VALUE ...": B sets these instead (trial --setting).
 # Needs Debian's postgresql and jq. Leaves nothing behind: pgbench and the
 # server are stopped and `lab down` undoes the lab on any exit.
 set -euo pipefail
@@ -50,7 +51,11 @@ pg_lab_up
 # {bdi}: the trial finds the device under the postmaster's working
 # directory (its data directory, on the lab).
 dev=$(findmnt -no MAJ:MIN "$lab/mnt/ext4" | tr -d ' ')
-if [ "${PLACEBO:-0}" = 1 ]; then
+if [ -n "${SETTINGS:-}" ]; then
+  read -r -a b <<<"$SETTINGS"
+  settings=()
+  for kv in "${b[@]}"; do settings+=(--setting "$kv"); done
+elif [ "${PLACEBO:-0}" = 1 ]; then
   settings=(--setting "/sys/class/bdi/{bdi}/strict_limit=$(cat "/sys/class/bdi/$dev/strict_limit")")
 else
   settings=(--setting "/sys/class/bdi/{bdi}/max_bytes=33554432" --setting "/sys/class/bdi/{bdi}/strict_limit=1")
