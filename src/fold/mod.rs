@@ -6,6 +6,7 @@
 pub mod aggregate;
 pub mod attribute;
 pub mod blocks;
+pub mod calls;
 pub mod chains;
 pub mod derive;
 pub mod siblings;

@@ -10,5 +10,6 @@ pub mod marker;
 pub mod msg;
 pub mod observed;
 pub mod ops;
+pub mod pattern;
 pub mod snapshot;
 pub mod stall;

@@ -130,6 +130,10 @@ pub struct ObservedInterval {
     /// without wake-up chains.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starved_ms: Option<f64>,
+    /// Its write-path calls (`CallPattern`); None unless the syscall
+    /// events were traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<crate::model::pattern::CallPattern>,
 }
 
 /// Whole-run figures of one observed process.
@@ -269,6 +273,12 @@ impl Snapshot {
                     o.wb_waits = add_opt(o.wb_waits, lo.wb_waits);
                     o.stalls += lo.stalls;
                     o.blocked_ms = add_opt(o.blocked_ms, lo.blocked_ms);
+                    if let Some(l) = &lo.calls {
+                        match &mut o.calls {
+                            Some(c) => c.add(l),
+                            None => o.calls = Some(l.clone()),
+                        }
+                    }
                 }
                 None => self.observed.push(lo),
             }

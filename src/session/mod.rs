@@ -403,6 +403,9 @@ impl Session {
                         Ok(()) => {
                             self.agg
                                 .set_sched_timing(self.timing.threshold.as_nanos() as u64, chains);
+                            if t.calls() {
+                                self.agg.set_call_pattern();
+                            }
                             if let Some(o) = &self.observer {
                                 o.set_every(self.cfg.observe_every.0.max(SCHED_OBSERVE_EVERY));
                             }

@@ -4,6 +4,7 @@
 
 use super::{totals, ReportInput, Segment};
 use crate::model::cause::Cause;
+use crate::model::pattern::{bucket_bytes, median_bucket, CallPattern};
 use crate::model::snapshot::{cause_totals, LatSummary};
 use crate::model::stall::Stall;
 use crate::sink::schema::causes_text;
@@ -74,6 +75,9 @@ fn observed_text(input: &ReportInput) -> String {
                 *e.blocked.entry(*c).or_default() += ms;
             }
             e.starved_ms += o.starved_ms.unwrap_or(0.0);
+            if let Some(c) = &o.calls {
+                e.calls.get_or_insert_with(Default::default).add(c);
+            }
         }
     }
     let mut out = String::new();
@@ -96,6 +100,8 @@ struct ObservedSpan {
     blocked: BTreeMap<Cause, f64>,
     /// Long sleeps waiting for work held up upstream, ms.
     starved_ms: f64,
+    /// Its write-path calls, when they were traced.
+    calls: Option<CallPattern>,
 }
 
 fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f64)>) -> String {
@@ -140,6 +146,9 @@ fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f
             p.starved_ms / 1e3
         );
     }
+    if let Some(c) = p.calls.as_ref().filter(|c| !c.is_empty()) {
+        out.push_str(&calls_text(c, wall));
+    }
     let by_thread = group(own, |s| match &s.ev.who {
         crate::model::stall::Who::Process { thread_comm, .. } => Some(thread_comm.clone()),
         crate::model::stall::Who::Writer { .. } => None,
@@ -155,6 +164,49 @@ fn process_text(pid: u32, p: &ObservedSpan, own: &[&Stall], span: Option<(f64, f
         "waited for another thread (wake-up chains), by waker",
         &by_waker,
     ));
+    out
+}
+
+/// An observed process's write-path calls over the span (the pattern an
+/// imitation follows): rates, typical sizes, what each sync flushed.
+fn calls_text(c: &CallPattern, wall_s: f64) -> String {
+    let per_s = |n: u64| n as f64 / wall_s.max(1e-9);
+    let size = |h: &BTreeMap<u8, u64>| {
+        median_bucket(h).map_or("-".to_string(), |b| {
+            crate::base::units::ByteSize(bucket_bytes(b)).to_string()
+        })
+    };
+    let mut out = format!(
+        "  calls: {} writes ({:.1}/s, {:.1} MiB, median up to {}, {:.2} ms each) to {} fd(s) at most in an interval",
+        c.writes,
+        per_s(c.writes),
+        crate::base::units::mib(c.write_bytes),
+        size(&c.write_size_log2),
+        if c.writes > 0 { c.write_ms / c.writes as f64 } else { 0.0 },
+        c.files
+    );
+    for (name, s) in &c.syncs {
+        let _ = write!(
+            out,
+            "; {name} {} ({:.1}/s, {:.2} ms each{})",
+            s.calls,
+            per_s(s.calls),
+            s.in_call_ms / s.calls.max(1) as f64,
+            if s.bytes_before_log2.is_empty() {
+                String::new()
+            } else {
+                format!(", flushing a median up to {}", size(&s.bytes_before_log2))
+            }
+        );
+    }
+    if !c.other.is_empty() {
+        let parts: Vec<String> = c.other.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = write!(out, "; other: {}", parts.join(", "));
+    }
+    if c.failed > 0 {
+        let _ = write!(out, "; {} failed", c.failed);
+    }
+    out.push('\n');
     out
 }
 
@@ -306,5 +358,39 @@ mod tests {
         let text = render_text(&[], &input(&[], &snaps));
         let at = text.find("by waker").expect(&text);
         assert!(text[at..].contains("← walwriter fdatasync"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod calls_tests {
+    use super::*;
+    use crate::model::pattern::SyncCalls;
+
+    #[test]
+    fn the_calls_line_gives_rates_typical_sizes_and_what_syncs_flushed() {
+        let mut c = CallPattern {
+            writes: 300,
+            write_bytes: 300 * 8192,
+            write_ms: 30.0,
+            write_size_log2: [(13, 290), (16, 10)].into(),
+            files: 2,
+            other: [("close".to_string(), 4)].into(),
+            ..Default::default()
+        };
+        c.syncs.insert(
+            "fdatasync".into(),
+            SyncCalls {
+                calls: 30,
+                in_call_ms: 60.0,
+                bytes_before: 30 * 81920,
+                bytes_before_log2: [(17, 30)].into(),
+            },
+        );
+        let line = calls_text(&c, 10.0);
+        assert_eq!(
+            line,
+            "  calls: 300 writes (30.0/s, 2.3 MiB, median up to 8KiB, 0.10 ms each) to 2 fd(s) at most in an interval; \
+             fdatasync 30 (3.0/s, 2.00 ms each, flushing a median up to 128KiB); other: close 4\n"
+        );
     }
 }

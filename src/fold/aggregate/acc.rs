@@ -1,6 +1,7 @@
 //! What an interval being filled holds: each target's ops, latencies and
 //! stalls, each observed process's samples, and their threads' counts.
 
+use crate::fold::calls::PatternAcc;
 use crate::model::cause::Cause;
 use crate::model::kernel::{ProcSample, TraceKind};
 use crate::model::observed::ProcTick;
@@ -91,6 +92,8 @@ pub(super) struct ObsAcc {
     /// Long sleeps waiting for work held up upstream (`chains::Starved`).
     pub(super) starved_ns: u64,
     pub(super) counts: ThreadCounts,
+    /// Its write-path calls that ended in the interval.
+    pub(super) calls: PatternAcc,
 }
 
 impl ObsAcc {
@@ -131,6 +134,7 @@ impl ObsAcc {
             *self.blocked_by.entry(*c).or_default() += ns;
         }
         self.starved_ns += o.starved_ns;
+        self.calls.add(&o.calls);
     }
 }
 

@@ -13,6 +13,7 @@
 use crate::config::Mode;
 use crate::fold::attribute::Unseen;
 use crate::fold::blocks::{BlockTimer, Samples};
+use crate::fold::calls::CallTracker;
 use crate::fold::chains::Chains;
 use crate::model::kernel::{KernelInterval, ProcSample, TraceKind};
 use crate::model::observed::Watched;
@@ -153,6 +154,8 @@ pub struct Aggregator {
     /// Wake-up chains (with scheduler timing, when asked for).
     chains: Option<Chains>,
     blocks: BlockTimer,
+    /// Observed processes' write-path calls counted (`set_call_pattern`).
+    calls: Option<CallTracker>,
     /// Each target's bdi ("MAJ:MIN"), to give an observed thread's stall
     /// the device evidence of the filesystem its trace events name.
     target_bdis: Vec<Option<String>>,
@@ -211,6 +214,7 @@ impl Aggregator {
             target_bdis: Vec::new(),
             sched: None,
             blocks: BlockTimer::default(),
+            calls: None,
             chains: None,
             gone: HashMap::default(),
             wakers: HashMap::default(),
@@ -256,6 +260,13 @@ impl Aggregator {
         if let Some(s) = self.state.get_mut(target) {
             *s = st;
         }
+    }
+
+    /// The observed threads' write-path system calls are traced: each
+    /// process's `CallPattern` is counted from them (their absence then
+    /// means none were made).
+    pub fn set_call_pattern(&mut self) {
+        self.calls = Some(CallTracker::default());
     }
 
     /// Trace events will be folded in (their absence then means zero).

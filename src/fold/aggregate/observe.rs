@@ -135,6 +135,9 @@ impl Aggregator {
             p.observed.entry(*pid).or_default().exited = true;
         }
         p.obs_stalls.extend(stalls);
+        if let Some(c) = self.calls.as_mut() {
+            t.exited.iter().for_each(|pid| c.forget(*pid));
+        }
     }
 
     /// The observed processes' figures of one interval (their stalls are
@@ -148,7 +151,7 @@ impl Aggregator {
         let timing = self.timing();
         let mut out = Vec::with_capacity(self.watched.len());
         for w in &self.watched {
-            let a = accs.remove(&w.pid).unwrap_or_default();
+            let mut a = accs.remove(&w.pid).unwrap_or_default();
             let t = self.obs_totals.entry(w.pid).or_default();
             // Gone before, or not sampled in this interval (the tail while
             // stopping): nothing to show.
@@ -205,6 +208,10 @@ impl Aggregator {
                     .into_iter()
                     .map(|(c, ns)| (c, (ns as f64 / 1e3).round() / 1e3))
                     .collect(),
+                calls: self
+                    .calls
+                    .is_some()
+                    .then(|| std::mem::take(&mut a.calls).finish()),
             });
         }
         // Exited processes leave the per-interval work (their totals stay):

@@ -105,6 +105,7 @@ impl Aggregator {
                     | TraceKind::SysExit { .. }
             );
         };
+        self.count_call(pid, tid, t_ns, kind);
         match kind {
             TraceKind::SchedBlock { comm, sleep: false } => {
                 self.blocks.block(pid, tid, t_ns, *comm);
@@ -175,6 +176,32 @@ impl Aggregator {
             _ => return false,
         }
         true
+    }
+
+    /// A write-path call's entry or exit counted into its process's
+    /// pattern (`set_call_pattern`); a waker's calls are not its own.
+    fn count_call(&mut self, pid: u32, tid: u32, t_ns: u64, kind: &TraceKind) {
+        if pid == WAKER_PID {
+            return;
+        }
+        let Some(mut calls) = self.calls.take() else {
+            return;
+        };
+        match kind {
+            TraceKind::SysEnter {
+                call,
+                fd,
+                addr: None,
+                ..
+            } => calls.enter(tid, *call, *fd, t_ns),
+            TraceKind::SysExit { call, ret } => {
+                let idx = t_ns / self.interval_ns;
+                let acc = &mut self.pending_at(idx).observed.entry(pid).or_default().calls;
+                calls.exit(pid, tid, *call, *ret, t_ns, acc);
+            }
+            _ => {}
+        }
+        self.calls = Some(calls);
     }
 
     /// The wakeup of a thread asleep in S: a stall if its chain says so.

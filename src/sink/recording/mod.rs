@@ -50,7 +50,12 @@
 //!   every stall line has `bounds` (`syscall`, `gap`, `sleep`, `op`), and
 //!   one timed by its system call `syscall`, `blocked_ms`, and `call`
 //!   (`name`, `fd`, `bytes`, `file`) and `blocked_ns` to read it back.
-//!   `observed` lines may have `blocked_by_cause` (ms).
+//!   `observed` lines may have `blocked_by_cause` (ms), and, when the
+//!   write-path calls were traced, `calls` (`model::pattern::CallPattern`:
+//!   `writes`, `write_bytes`, `write_ms`, `write_size_log2` (calls by
+//!   ⌈log2 bytes⌉), `files` (fds written), `syncs` by call (`calls`,
+//!   `in_call_ms`, `bytes_before` and `bytes_before_log2`: what each had to
+//!   flush), `other` (calls by name), `failed`).
 //! * `event`: `t_s`, `target`, `kind` (`target_full`, `writer_error`,
 //!   `info`), `message`, plus `index`, `target_index`, `t_ns`.
 //! * `marker`: a runtime action: `t_s`, `kind` (`target_switch`,

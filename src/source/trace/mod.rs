@@ -521,6 +521,12 @@ impl TraceSession {
         self.sched && self.chains
     }
 
+    /// Whether the write-path system calls' entries and exits are traced
+    /// (`enable_sched` with `calls`, on a kernel that has their events).
+    pub fn calls(&self) -> bool {
+        self.raw.as_ref().is_some_and(|r| !r.sys_events.is_empty())
+    }
+
     /// Whether the scheduler's events time blocks (see `enable_sched`).
     pub fn sched(&self) -> bool {
         self.sched
