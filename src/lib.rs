@@ -8,6 +8,7 @@
 //! `base` → `config` → `model` → `knob` → `source` | `fold` → `sink` → `session` →
 //! `tui` | `cmd` → `cli`.
 
+pub mod analysis;
 pub mod base;
 pub mod cli;
 pub mod cmd;

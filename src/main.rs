@@ -337,8 +337,8 @@ fn trial(
     a: &stallscope::cli::TrialArgs,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
+    use stallscope::analysis::advice::treatment::{Setting, Treatment};
     use stallscope::cli::TrialFormat;
-    use stallscope::cmd::advise::treatment::{Setting, Treatment};
     use stallscope::cmd::advise::trial::{self as t, Workload};
     if !a.observe.is_empty() || !a.observe_name.is_empty() {
         return live_trial(config, a, stop);

@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["source", "fold"],
     &["sink"],
     &["session"],
+    &["analysis"],
     &["tui", "cmd"],
     &["cli"],
 ];

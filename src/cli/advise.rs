@@ -151,7 +151,7 @@ pub struct TrialArgs {
     pub window: Option<Dur>,
     /// KNOB=VALUE for B: a sysctl (vm.dirty_background_bytes=16777216) or a sysfs file (/sys/class/bdi/{bdi}/max_bytes=33554432); repeat, applied in order.
     #[arg(long = "setting", value_name = "KNOB=VALUE", value_parser = parse_setting)]
-    pub settings: Vec<crate::cmd::advise::treatment::Setting>,
+    pub settings: Vec<crate::analysis::advice::treatment::Setting>,
     /// For B, remount the lab's filesystem with this option added (e.g. commit=1); repeat.
     #[arg(long = "mount-option", value_name = "OPT")]
     pub mount_options: Vec<String>,
@@ -201,8 +201,8 @@ pub enum TrialFormat {
 }
 
 /// `KNOB=VALUE`: a path (starting with `/`) is a sysfs file, else a sysctl.
-pub fn parse_setting(s: &str) -> Result<crate::cmd::advise::treatment::Setting, String> {
-    use crate::cmd::advise::treatment::Setting;
+pub fn parse_setting(s: &str) -> Result<crate::analysis::advice::treatment::Setting, String> {
+    use crate::analysis::advice::treatment::Setting;
     let (k, v) = s
         .split_once('=')
         .filter(|(k, v)| !k.is_empty() && !v.is_empty())

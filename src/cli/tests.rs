@@ -128,7 +128,7 @@ fn record_size_checks_after_layering() {
 
 #[test]
 fn trial_settings_and_run_options_parse() {
-    use crate::cmd::advise::treatment::Setting;
+    use crate::analysis::advice::treatment::Setting;
     assert_eq!(
         parse_setting("vm.dirty_background_bytes=16777216").unwrap(),
         Setting::Sysctl {

@@ -3,9 +3,10 @@
 //! as text or JSON.
 
 use super::tries::{self, TryOptions};
-use super::{catalog, diagnosis, json, text, Format};
+use super::{json, Format};
+use crate::analysis::advice::machine::Machine;
+use crate::analysis::advice::{catalog, diagnosis, text};
 use crate::base::error::UsageError;
-use crate::cmd::advise::machine::Machine;
 use crate::sink::recording::{Recording, PRINTED_NOTE};
 use crate::source::proc::ProcRoot;
 use std::path::Path;

@@ -10,10 +10,10 @@
 //! After `--try`, `try` says where the cards were tried and which were not,
 //! and why.
 
-use super::card::{Fidelity, Proposal, Scope};
-use super::outcome::{Figures, Verdict};
-use super::treatment::Treatment;
 use super::tries::TryReport;
+use crate::analysis::advice::card::{Fidelity, Proposal, Scope};
+use crate::analysis::advice::outcome::{Figures, Verdict};
+use crate::analysis::advice::treatment::Treatment;
 use serde::Serialize;
 
 #[derive(Serialize)]

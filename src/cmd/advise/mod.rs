@@ -1,26 +1,13 @@
-//! `stallscope advise`: from a diagnosis to the changes that should remove
-//! its dominant stall causes, each a card with its scope, trade-off, source,
-//! version gate and fidelity, and (`--try`) a verdict from lab trials.
-//!
-//! The shape: `card` (what one proposal is), `treatment` (what a trial
-//! applies, as a person would by hand), `outcome` (what a trial found);
-//! `diagnosis` (who stalled on what, from a recording or the dashboard),
-//! `machine` (which knobs this machine has), `catalog` (pure: diagnosis
-//! and machine → ranked cards), the outputs `text` and `json`, and `cmd`
-//! the command's entry; `trial` (the lab trial of one change: A/A, then
-//! interleaved A/B runs, a verdict with its interval, and the recipe);
-//! `tries` (`--try`: the cards the lab can apply, tried one after the
-//! other on a lab shaped like the recording).
+//! `stallscope advise` and `trial`: the commands over the advice engine
+//! (`crate::advice`: diagnosis, machine, catalog, cards): `cmd` the
+//! command's entry, `json` its JSON output; `trial` (the lab trial of one
+//! change: A/A, then interleaved A/B runs, a verdict with its interval,
+//! and the recipe; `trial --observe` on the live server); `tries`
+//! (`--try`: the cards the lab can apply, tried one after the other on a
+//! lab shaped like the recording).
 
-pub mod card;
-pub mod catalog;
 pub mod cmd;
-pub mod diagnosis;
 pub mod json;
-pub mod machine;
-pub mod outcome;
-pub mod text;
-pub mod treatment;
 pub mod trial;
 pub mod tries;
 

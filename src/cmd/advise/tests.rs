@@ -86,12 +86,13 @@ fn an_empty_recording_has_nothing_to_advise() {
 /// factors over A's) and the recipe, in the text and the JSON.
 #[test]
 fn a_tried_card_shows_its_numbers() {
-    use super::outcome::{Figures, Outcome, Verdict};
+    use crate::analysis::advice::machine::Machine;
+    use crate::analysis::advice::outcome::{Figures, Outcome, Verdict};
     let dir = machine();
     let rec = crate::sink::recording::read(Path::new(FIXTURE)).unwrap();
-    let d = super::diagnosis::from_recording(&rec);
-    let m = super::machine::Machine::probe(&ProcRoot::under(dir.path()), &d.devices());
-    let mut cards = super::catalog::propose(&d, &m);
+    let d = crate::analysis::advice::diagnosis::from_recording(&rec);
+    let m = Machine::probe(&ProcRoot::under(dir.path()), &d.devices());
+    let mut cards = crate::analysis::advice::catalog::propose(&d, &m);
     let fig = |max: f64, p999: f64| Figures {
         stall_ms_per_gib: [("sync".to_string(), max * 10.0)].into_iter().collect(),
         p99_ms: p999 / 2.0,
@@ -118,7 +119,7 @@ fn a_tried_card_shows_its_numbers() {
         recipe: "stallscope lab up --fs ext4 --cap 20MiB\n# revert:\nstallscope lab down".into(),
         notes: vec!["closed loop".into()],
     });
-    let text = super::text::render(&d, &m, &cards);
+    let text = crate::analysis::advice::text::render(&d, &m, &cards);
     let card: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("  2. "))

@@ -3,10 +3,13 @@
 //! span.
 
 use super::*;
-use crate::model::cause::{Attribution, Evidence};
+use crate::config::Mode;
+use crate::model::cause::{Attribution, Cause, Evidence};
 use crate::model::kernel::KernelInterval;
 use crate::model::ops::{new_histogram, OpKind};
+use crate::model::snapshot::{LatSummary, Snapshot, TargetInterval, TargetMeta};
 use crate::model::stall::Blocked;
+use crate::model::stall::Stall;
 use hdrhistogram::Histogram;
 
 pub(super) fn meta(path: &str, fs: &str) -> TargetMeta {

@@ -4,12 +4,12 @@
 //! the catalog turns it into the same cards `stallscope advise` prints.
 
 use super::App;
-use crate::cmd::advise::card::Proposal;
-use crate::cmd::advise::catalog;
-use crate::cmd::advise::diagnosis::{
+use crate::analysis::advice::card::Proposal;
+use crate::analysis::advice::catalog;
+use crate::analysis::advice::diagnosis::{
     limits, place_of, server_subject, writing_median, Diagnosis, DirtyLimits, Stalled, Subject,
 };
-use crate::cmd::advise::machine::Machine;
+use crate::analysis::advice::machine::Machine;
 use crate::model::stall::Stall;
 use crate::source::proc::DirtySysctls;
 
@@ -49,7 +49,7 @@ impl AdviceEnv {
     ) -> AdviceEnv {
         let devs: Vec<String> = targets
             .iter()
-            .filter_map(|t| crate::cmd::advise::diagnosis::device_numbers(&t.device))
+            .filter_map(|t| crate::analysis::advice::diagnosis::device_numbers(&t.device))
             .collect();
         let machine = Machine::probe(root, &devs);
         AdviceEnv {
@@ -100,7 +100,7 @@ impl App {
                         sync: Some(h.sync),
                         commit_interval_s: self.advice_env.commit_interval_s,
                     };
-                    crate::cmd::advise::diagnosis::subject(who, Some(place), &own, tv.bytes)
+                    crate::analysis::advice::diagnosis::subject(who, Some(place), &own, tv.bytes)
                 }
             };
             // Every stall seen, not only the listed (newest) ones.

@@ -5,9 +5,9 @@
 //! is counted, and `stallscope advise` prints every card in full.
 
 use super::*;
+use crate::analysis::advice::card::{Proposal, Scope};
+use crate::analysis::advice::text::{apply_lines, fidelity};
 use crate::base::text::cut_end;
-use crate::cmd::advise::card::{Proposal, Scope};
-use crate::cmd::advise::text::{apply_lines, fidelity};
 
 pub(super) fn draw_advice(buf: &mut Buffer, area: Rect, app: &App, th: &Theme) {
     let w = area.width.saturating_sub(2).min(100);

@@ -15,8 +15,8 @@
 //! A knob set to its current value is applied like any other (recorded,
 //! written, restored): that is the placebo.
 
+use crate::analysis::advice::treatment::Setting;
 use crate::base::error::UsageError;
-use crate::cmd::advise::treatment::Setting;
 use crate::cmd::lab::down::{sysctl_path, undo_step};
 use crate::cmd::lab::guards::sh;
 use crate::cmd::lab::state::{trial_owner, Claimant, LabState, Step};

@@ -6,7 +6,7 @@ use super::figures::{combine, open_loop, RunFigures};
 use super::setup::Trial;
 use super::verdict::{decide, moved, Decision, Rules};
 use super::{Measure, Side, TrialOptions, MIN_OPS};
-use crate::cmd::advise::outcome::{Figures, Outcome};
+use crate::analysis::advice::outcome::{Figures, Outcome};
 
 /// The outcome of `runs` (side, pair, figures) made by `t` (pair 0 is the
 /// A/A pair; the other pairs have one A and one B each).

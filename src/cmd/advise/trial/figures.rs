@@ -10,8 +10,8 @@
 //! last one ended) and p99/p99.9 understate the tail; `Figures::open_loop`
 //! says which, and the trial's text says it too.
 
+use crate::analysis::advice::outcome::Figures;
 use crate::base::units::mib;
-use crate::cmd::advise::outcome::Figures;
 use crate::config::Config;
 use crate::model::ops::new_histogram;
 use crate::model::snapshot::{cause_totals, LatSummary, Snapshot};

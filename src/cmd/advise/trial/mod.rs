@@ -19,8 +19,8 @@ pub mod show;
 pub mod svg;
 pub mod verdict;
 
-use crate::cmd::advise::outcome::Outcome;
-use crate::cmd::advise::treatment::{Setting, Treatment};
+use crate::analysis::advice::outcome::Outcome;
+use crate::analysis::advice::treatment::{Setting, Treatment};
 use crate::cmd::compare::{drain, run_config, Drain};
 use crate::cmd::report::RunTrace;
 use crate::config::Config;

@@ -2,8 +2,8 @@
 //! everything back. Pure: it is given what the lab and the machine look
 //! like and prints it so.
 
+use crate::analysis::advice::treatment::Setting;
 use crate::base::units::ByteSize;
-use crate::cmd::advise::treatment::Setting;
 use crate::cmd::lab::down::sysctl_path;
 use crate::cmd::lab::guards::DirtyLimits;
 use crate::cmd::lab::state::Step;

@@ -8,8 +8,8 @@
 //! draws the two it picks when the last run is done.
 
 use super::{Measure, Side};
-use crate::cmd::advise::outcome::Outcome;
-use crate::cmd::advise::treatment::{Setting, Treatment};
+use crate::analysis::advice::outcome::Outcome;
+use crate::analysis::advice::treatment::{Setting, Treatment};
 use crate::cmd::compare::END_SLACK_S;
 use crate::cmd::report::{render_before_after, BeforeAfter, ReportInput, RunTrace, ShownRun};
 use crate::model::snapshot::Snapshot;
@@ -87,7 +87,10 @@ pub fn change_words(t: &Treatment) -> String {
 /// The chart as SVG text.
 pub fn render(o: &Outcome, t: &Treatment, a: &Shown, b: &Shown) -> Result<String, String> {
     let change = change_words(t);
-    let verdict = format!("verdict: {}", super::show::verdict_line(o));
+    let verdict = format!(
+        "verdict: {}",
+        crate::analysis::advice::outcome::verdict_line(o)
+    );
     let latency = if o.before.open_loop {
         "Write latency per interval, open loop (from each op's intended start)"
     } else {
@@ -101,7 +104,10 @@ pub fn render(o: &Outcome, t: &Treatment, a: &Shown, b: &Shown) -> Result<String
         }
     };
     let chart = BeforeAfter {
-        title: format!("trial: {change} — {}", super::show::verdict_word(o.verdict)),
+        title: format!(
+            "trial: {change} — {}",
+            crate::analysis::advice::outcome::verdict_word(o.verdict)
+        ),
         notes: vec![verdict],
         latency: latency.to_string(),
         runs: vec![
@@ -146,7 +152,7 @@ pub fn write_snapshots(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::advise::outcome::{Figures, Verdict};
+    use crate::analysis::advice::outcome::{Figures, Verdict};
     use crate::cmd::report::tests::{snap, stall, ti};
     use crate::config::Mode;
     use crate::model::cause::Cause;

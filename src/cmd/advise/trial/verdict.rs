@@ -28,8 +28,8 @@
 
 use std::collections::BTreeMap;
 
-/// improved / no_change / worse, from `super::super::outcome`.
-pub use crate::cmd::advise::outcome::Verdict;
+/// improved / no_change / worse, from `crate::analysis::advice::outcome`.
+pub use crate::analysis::advice::outcome::Verdict;
 
 /// How many bootstrap resamples; 10 000 keeps the 2.5 % and 97.5 %
 /// quantiles of the resampled medians stable to the third digit.

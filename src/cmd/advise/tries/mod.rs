@@ -13,9 +13,9 @@ pub mod pick;
 pub mod shape;
 pub mod workload;
 
-use super::card::Proposal;
-use super::diagnosis::{Diagnosis, Stalled, Subject};
 use super::trial::{progress, svg, try_charted, TrialOptions, WithArgs, Workload, MIN_PAIRS};
+use crate::analysis::advice::card::Proposal;
+use crate::analysis::advice::diagnosis::{Diagnosis, Stalled, Subject};
 use crate::base::error::UsageError;
 use crate::cmd::lab::cap::{cap_words, lab_cap};
 use crate::cmd::lab::down::is_mountpoint;
@@ -352,7 +352,10 @@ pub fn render_text(r: &TryReport, pairs: usize) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let body: Vec<String> = lines.iter().map(|l| super::text::wrap(l, 2)).collect();
+    let body: Vec<String> = lines
+        .iter()
+        .map(|l| crate::analysis::advice::text::wrap(l, 2))
+        .collect();
     format!("\n{}\n", body.join("\n"))
 }
 

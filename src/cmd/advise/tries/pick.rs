@@ -6,9 +6,9 @@
 //! server's own settings, and any card for an observed server, stay
 //! `direction` (imitating a server's write pattern is not implemented).
 
-use crate::cmd::advise::card::{Fidelity, Proposal};
-use crate::cmd::advise::diagnosis::{Diagnosis, Stalled, Subject};
-use crate::cmd::advise::treatment::{Setting, Treatment};
+use crate::analysis::advice::card::{Fidelity, Proposal};
+use crate::analysis::advice::diagnosis::{Diagnosis, Stalled, Subject};
+use crate::analysis::advice::treatment::{Setting, Treatment};
 use std::path::PathBuf;
 
 /// Why a server's cards are not tried, in one line.
@@ -97,8 +97,8 @@ pub fn aimed_at_lab(t: &Treatment) -> Treatment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::advise::card::Scope;
-    use crate::cmd::advise::diagnosis::{Place, Server};
+    use crate::analysis::advice::card::Scope;
+    use crate::analysis::advice::diagnosis::{Place, Server};
     use crate::config::Mode;
 
     fn subject(who: Stalled) -> Subject {

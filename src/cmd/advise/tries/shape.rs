@@ -9,8 +9,8 @@
 //! ratio, which is of this machine's memory; a recording without them, the
 //! thresholds the kernel computed, as bytes).
 
+use crate::analysis::advice::diagnosis::{Diagnosis, Subject};
 use crate::base::units::ByteSize;
-use crate::cmd::advise::diagnosis::{Diagnosis, Subject};
 use crate::cmd::lab::guards::DirtyLimits;
 use std::path::{Path, PathBuf};
 
@@ -232,7 +232,7 @@ pub fn lab_up_command(w: &Wanted, dir: &Path, lab_is_up: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::advise::diagnosis::{Place, Stalled};
+    use crate::analysis::advice::diagnosis::{Place, Stalled};
     use crate::config::Mode;
     use crate::source::proc::DirtySysctls;
 
@@ -259,7 +259,7 @@ mod tests {
 
     fn diag(dirty_bytes: u64, bg_bytes: u64) -> Diagnosis {
         Diagnosis {
-            dirty: crate::cmd::advise::diagnosis::DirtyLimits {
+            dirty: crate::analysis::advice::diagnosis::DirtyLimits {
                 sysctls: Some(DirtySysctls {
                     dirty_ratio: Some(20),
                     dirty_bytes: Some(dirty_bytes),

@@ -3,7 +3,7 @@
 //! (the dashboard can change them mid-run), nothing observed, and the
 //! `run` options that make it (for the recipe). Pure.
 
-use crate::cmd::advise::diagnosis::{Stalled, Subject};
+use crate::analysis::advice::diagnosis::{Stalled, Subject};
 use crate::config::Config;
 
 /// The configuration `subject`'s writers ran with, out of `recorded`.

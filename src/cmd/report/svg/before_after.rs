@@ -9,8 +9,8 @@ use super::{
     interval_of, lanes_px, linear_top, log_range, mesh, panel, pieces, text_px, text_style, values,
     Area, ChartData, DrawResult, Key, Line, INK, LANE_TEXT, TEXT, WIDTH, Y_LABEL_PX,
 };
+use crate::analysis::span::ReportInput;
 use crate::cmd::lanes::{cause_legend, stall_lanes, Lane, LaneOf, StallSpan};
-use crate::cmd::report::ReportInput;
 use crate::model::cause::Cause;
 use crate::model::snapshot::LatSummary;
 use crate::model::stall::Stall;

@@ -2,8 +2,9 @@
 //! realistic 120 s sample to look at.
 
 use super::*;
+use crate::analysis::span::start_s;
 use crate::cmd::report::tests::{input, kernel, meta, snap, stall, ti};
-use crate::cmd::report::{render_text, start_s, summarize};
+use crate::cmd::report::{render_text, summarize};
 use crate::config::Mode;
 use crate::model::cause::Cause;
 use crate::model::snapshot::TargetMeta;

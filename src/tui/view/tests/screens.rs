@@ -52,7 +52,7 @@ fn app(style: Style, replay: bool) -> App {
 
 /// A machine on Linux 6.8 with loop0's bdi knobs.
 fn advice_env() -> crate::tui::app::AdviceEnv {
-    let mut machine = crate::cmd::advise::machine::Machine {
+    let mut machine = crate::analysis::advice::machine::Machine {
         kernel: "6.8.0".into(),
         host: "lab".into(),
         probed: true,

@@ -11,8 +11,8 @@
 
 use super::super::apply::{knob_value, step_for};
 use super::super::recipe::{quote, revert_lines};
+use crate::analysis::advice::treatment::Setting;
 use crate::base::error::UsageError;
-use crate::cmd::advise::treatment::Setting;
 use crate::knob::{Knob, Owner, Registry, Value};
 use std::fmt::Write as _;
 use std::path::Path;

@@ -2,9 +2,10 @@
 //! windows were sized, each window with its wall-clock time, the two
 //! sides' figures, the notes and the recipe.
 
-use super::super::show::{tail, verdict_line};
+use super::super::show::tail;
 use super::LiveOutcome;
-use crate::cmd::advise::outcome::Figures;
+use crate::analysis::advice::outcome::verdict_line;
+use crate::analysis::advice::outcome::Figures;
 use std::fmt::Write as _;
 
 /// The text `trial --observe` prints.
@@ -129,7 +130,7 @@ mod tests {
 
     #[test]
     fn the_window_table_s_columns_line_up() {
-        use crate::cmd::advise::outcome::{Outcome, Verdict};
+        use crate::analysis::advice::outcome::{Outcome, Verdict};
         let row = super::super::WindowRow {
             side: "B",
             pair: 3,

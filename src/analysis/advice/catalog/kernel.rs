@@ -3,10 +3,10 @@
 //! write path, per cause.
 
 use super::{card, human, Ctx, MIB};
-use crate::cmd::advise::card::{Fidelity, Proposal, Scope};
-use crate::cmd::advise::diagnosis::{Stalled, Subject};
-use crate::cmd::advise::machine::{bdi_path, queue_path, sysctl_path};
-use crate::cmd::advise::treatment::{Setting, Treatment};
+use crate::analysis::advice::card::{Fidelity, Proposal, Scope};
+use crate::analysis::advice::diagnosis::{Stalled, Subject};
+use crate::analysis::advice::machine::{bdi_path, queue_path, sysctl_path};
+use crate::analysis::advice::treatment::{Setting, Treatment};
 use crate::config::{Mode, SyncPolicy};
 use crate::model::cause::Cause;
 

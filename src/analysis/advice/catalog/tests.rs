@@ -2,8 +2,8 @@
 //! roots: gates, ranking, concrete values, fidelity.
 
 use super::*;
-use crate::cmd::advise::diagnosis::{DirtyLimits, Place, Server, Stalled};
-use crate::cmd::advise::treatment::Setting;
+use crate::analysis::advice::diagnosis::{DirtyLimits, Place, Server, Stalled};
+use crate::analysis::advice::treatment::Setting;
 use crate::config::{Mode, SyncPolicy};
 use crate::model::snapshot::CauseTotal;
 use crate::source::proc::{DirtySysctls, ProcRoot};

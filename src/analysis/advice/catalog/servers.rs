@@ -5,8 +5,8 @@
 //! our writers, not the server.
 
 use super::{card, human, Ctx};
-use crate::cmd::advise::card::{Proposal, Scope};
-use crate::cmd::advise::diagnosis::{Server, Stalled, Subject};
+use crate::analysis::advice::card::{Proposal, Scope};
+use crate::analysis::advice::diagnosis::{Server, Stalled, Subject};
 use crate::model::cause::Cause;
 
 const PG_WAL: &str = "https://www.postgresql.org/docs/current/runtime-config-wal.html";

@@ -178,7 +178,7 @@ pub fn place_of(meta: &TargetMeta) -> Place {
 /// limits.
 pub fn from_recording(rec: &Recording) -> Diagnosis {
     let h = &rec.header;
-    let input = crate::cmd::report::ReportInput {
+    let input = crate::analysis::span::ReportInput {
         title: String::new(),
         targets: &h.targets,
         snapshots: &rec.snapshots,

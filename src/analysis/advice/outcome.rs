@@ -82,3 +82,72 @@ impl Figures {
         self.stall_ms_per_gib.values().sum::<f64>() + 0.0
     }
 }
+
+/// A log ratio as a factor: ln(B/A) −0.69 is `×0.50`.
+pub fn factor(l: f64) -> String {
+    times(l.exp())
+}
+
+/// A ratio as a factor, `×0.37`; below 0.1 with three decimals (`×0.005`)
+/// so that a hundredfold drop does not read `×0.00`.
+pub fn times(r: f64) -> String {
+    if r < 0.1 {
+        format!("×{r:.3}")
+    } else {
+        format!("×{r:.2}")
+    }
+}
+
+/// The verdict, its factor and interval, and the noise band, in one line.
+pub fn verdict_line(o: &Outcome) -> String {
+    format!(
+        "{}  {} {} (95 % interval {} … {}), noise band ±{:.0} % (A/A pair, at least 10 %){}",
+        verdict_word(o.verdict),
+        o.measure,
+        factor(o.difference),
+        factor(o.interval.0),
+        factor(o.interval.1),
+        (o.noise.exp() - 1.0) * 100.0,
+        split_within_chance(o).unwrap_or_default()
+    )
+}
+
+/// Where the interval and the noise band alone would have given a
+/// verdict but the pairs' split kept it at no_change, that split (the
+/// sign test in `verdict`), so the verdict does not read as a slip.
+fn split_within_chance(o: &Outcome) -> Option<String> {
+    let clear = o.interval.1 < 0.0 || o.interval.0 > 0.0;
+    if o.verdict != Verdict::NoChange || !clear || o.difference.abs() <= o.noise {
+        return None;
+    }
+    let (way, n) = if o.difference < 0.0 {
+        ("lower", o.pairs_lower)
+    } else {
+        ("higher", o.pairs_higher)
+    };
+    let moved = o.pairs_lower + o.pairs_higher;
+    Some(format!(
+        "; B {way} in only {n} of {moved} pairs: within chance (sign test, 5 %)"
+    ))
+}
+
+pub fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Improved => "improved",
+        Verdict::NoChange => "no_change",
+        Verdict::Worse => "worse",
+        Verdict::Inconclusive => "inconclusive",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_factors_keep_their_digits() {
+        assert_eq!(times(0.0046), "×0.005");
+        assert_eq!(times(0.37), "×0.37");
+        assert_eq!(factor(2f64.ln()), "×2.00");
+    }
+}

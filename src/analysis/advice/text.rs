@@ -5,9 +5,9 @@
 use super::card::{Fidelity, Proposal, Scope};
 use super::diagnosis::{Diagnosis, Stalled};
 use super::machine::Machine;
+use super::outcome::{times, verdict_line, verdict_word};
 use super::outcome::{Figures, Outcome};
 use super::treatment::Setting;
-use super::trial::show::{times, verdict_line, verdict_word};
 use crate::model::cause::Cause;
 use std::fmt::Write as _;
 
