@@ -19,6 +19,11 @@
 #   PLACEBO=1: B sets strict_limit to the value it has (a placebo), and
 #   the verdicts are counted (no_change expected in all).
 #   SETTINGS="KNOB=VALUE ...": B sets these instead (trial --setting).
+#   NEIGHBOUR=1: the slow-neighbour case ("one slow device stalls all"):
+#   PostgreSQL on an uncapped lab, and a second lab capped at cap where
+#   dd rewrites a file without pause, holding the machine's dirty pool
+#   (256 MiB); B limits the neighbour's device (its bdi max_bytes 32 MiB
+#   with strict_limit), not the server's.
 # Needs Debian's postgresql and jq. Leaves nothing behind: pgbench and the
 # server are stopped and `lab down` undoes the lab on any exit.
 set -euo pipefail
@@ -37,10 +42,21 @@ cargo build --release --quiet
 bin=${CARGO_TARGET_DIR:-target}/release/stallscope
 lab=$(mktemp -d /var/tmp/live-trial.XXXXXX)
 chmod 755 "$lab"
+nlab="" neigh_pid=""
+if [ "${NEIGHBOUR:-0}" = 1 ]; then
+  ncap=$cap cap=0
+  nlab=$(mktemp -d /var/tmp/live-neighbour.XXXXXX)
+fi
 port=$((54100 + RANDOM % 200))
 bench_pid=""
 cleanup() {
   [ -z "$bench_pid" ] || kill "$bench_pid" 2>/dev/null || true
+  if [ -n "$nlab" ]; then
+    [ -z "$neigh_pid" ] || kill -- -"$neigh_pid" 2>/dev/null || true
+    wait 2>/dev/null || true
+    "$bin" lab down --dir "$nlab" >/dev/null 2>&1 || true
+    rm -rf "$nlab"
+  fi
   pg_stop
   "$bin" lab down --dir "$lab" >/dev/null 2>&1 || true
   rm -rf "$lab"
@@ -51,10 +67,20 @@ pg_lab_up
 # {bdi}: the trial finds the device under the postmaster's working
 # directory (its data directory, on the lab).
 dev=$(findmnt -no MAJ:MIN "$lab/mnt/ext4" | tr -d ' ')
+if [ -n "$nlab" ]; then
+  "$bin" lab up --dir "$nlab" --fs ext4 --size 2GiB --cap "$ncap" >/dev/null
+  ndev=$(findmnt -no MAJ:MIN "$nlab/mnt/ext4" | tr -d ' ')
+  # Its own process group, so that cleanup stops the loop and its dd.
+  setsid "$bin" lab exec --dir "$nlab" -- sh -c \
+    "while :; do dd if=/dev/zero of=$nlab/mnt/ext4/fill bs=1M count=1024 conv=notrunc status=none; done" &
+  neigh_pid=$!
+fi
 if [ -n "${SETTINGS:-}" ]; then
   read -r -a b <<<"$SETTINGS"
   settings=()
   for kv in "${b[@]}"; do settings+=(--setting "$kv"); done
+elif [ -n "$nlab" ]; then
+  settings=(--setting "/sys/class/bdi/$ndev/max_bytes=33554432" --setting "/sys/class/bdi/$ndev/strict_limit=1")
 elif [ "${PLACEBO:-0}" = 1 ]; then
   settings=(--setting "/sys/class/bdi/{bdi}/strict_limit=$(cat "/sys/class/bdi/$dev/strict_limit")")
 else
@@ -74,7 +100,7 @@ window_figures() {
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 declare -A verdicts
-echo "PostgreSQL $(basename "$(dirname "$pgbin")") on ext4 capped at $cap, kernel $(uname -r); $trials trial(s), window $window, $pairs pairs; B: ${settings[*]}"
+echo "PostgreSQL $(basename "$(dirname "$pgbin")") on ext4 $([ "$cap" = 0 ] && echo uncapped || echo "capped at $cap")${nlab:+, a dd neighbour on ext4 capped at $ncap}, kernel $(uname -r); $trials trial(s), window $window, $pairs pairs; B: ${settings[*]}"
 # One pgbench for every trial, as on a server that was running before
 # anyone looked: its start (cold tables, the first checkpoints, which
 # made one trial's A/A pair differ by ×4) is over before the first window.
