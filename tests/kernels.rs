@@ -7,7 +7,7 @@
 
 use stallscope::model::cause::Cause;
 use stallscope::model::kernel::{TraceEvent, TraceKind};
-use stallscope::source::sched_raw::{parse_page, SchedFormat, StateBits};
+use stallscope::source::trace::sched_raw::{parse_page, SchedFormat, StateBits};
 use stallscope::source::trace::{parse_line, TraceFeatures};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -52,7 +52,7 @@ fn each_kernel_has_the_events_we_read_under_its_names() {
         );
         assert!(f.sched().is_ok(), "{v}: {:?}", f.sched());
         assert_eq!(f.calls, Ok("sys_enter_fdatasync"), "{v}");
-        let (sys, dirs) = stallscope::source::sched_raw::SysEvent::read_all(&events, &[]);
+        let (sys, dirs) = stallscope::source::trace::sched_raw::SysEvent::read_all(&events, &[]);
         assert_eq!(
             dirs.len(),
             4,

@@ -7,7 +7,6 @@ pub mod cgroup;
 pub mod mounts;
 pub mod observe;
 pub mod proc;
-pub mod sched_raw;
 pub mod scratch;
 pub mod support;
 pub mod trace;

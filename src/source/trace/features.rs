@@ -6,7 +6,7 @@
 //! Pure over a directory (`events/` of tracefs, or a fixture tree of
 //! another kernel's format files), so every kernel we claim is tested.
 
-use crate::source::sched_raw::PageLayout;
+use crate::source::trace::sched_raw::PageLayout;
 use std::path::Path;
 
 /// Set to a comma-separated list of events (`writeback:folio_wait_writeback`,

@@ -7,11 +7,12 @@
 //! never in the global buffer, so other tracing users are left alone
 //! (`instance`). Each event is optional (`features`): a kernel without one
 //! loses only the evidence it gives. The writeback events come as text
-//! (`text`), the scheduler's as binary pages (`source::sched_raw`).
+//! (`text`), the scheduler's as binary pages (`sched_raw`).
 
 mod features;
 mod instance;
 mod mount;
+pub mod sched_raw;
 mod text;
 
 pub use features::{hidden_from_env, Check, EventSpec, TraceFeatures, HIDE_ENV};
@@ -20,7 +21,7 @@ pub use text::{parse_line, parse_lost};
 
 use crate::model::kernel::TraceEvent;
 use crate::model::kernel::TraceKind;
-use crate::source::sched_raw::{parse_page, PageLayout, SchedFormat, StateBits, SysEvent};
+use crate::source::trace::sched_raw::{parse_page, PageLayout, SchedFormat, StateBits, SysEvent};
 use instance::{instance_name, write_file};
 use mount::{is_tracefs, mount_ours, unmount_if_unused};
 use std::fs::{self, File, OpenOptions};
@@ -113,7 +114,7 @@ pub struct TraceSession {
 }
 
 /// The instance the scheduler's events go to, read as binary pages per CPU
-/// (`source::sched_raw`): no text formatting for the most frequent events.
+/// (`sched_raw`): no text formatting for the most frequent events.
 struct RawSched {
     instance: PathBuf,
     cpus: Vec<File>,
