@@ -109,7 +109,7 @@ fn lab(cmd: stallscope::cli::LabCommand, stop: &AtomicBool) -> anyhow::Result<()
             dirty_bytes,
             dirty_background_bytes,
             stable_writes,
-        } => cmd::up(&cmd::UpOptions {
+        } => cmd::up(&stallscope::cmd::lab::UpOptions {
             fs,
             size,
             dir,

@@ -137,6 +137,14 @@ fn circles(src: &Path) -> Vec<String> {
             }
         }
     }
+    cycles_of(&graph)
+}
+
+/// The circles of a graph, each as "a -> b -> a".
+fn cycles_of(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
     // Depth-first search; a back edge closes a circle.
     fn visit(
         n: &str,
@@ -163,7 +171,7 @@ fn circles(src: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut done = BTreeSet::new();
     for n in graph.keys() {
-        visit(n, &graph, &mut Vec::new(), &mut done, &mut out);
+        visit(n, graph, &mut Vec::new(), &mut done, &mut out);
     }
     out
 }
@@ -243,6 +251,137 @@ fn no_modules_import_each_other_in_a_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let c = circles(&src);
     assert!(c.is_empty(), "import circles:\n{}", c.join("\n"));
+}
+
+/// A source file's module path (`cmd/advise/trial/mod.rs`: cmd, advise,
+/// trial).
+fn file_module(rel: &Path) -> Vec<String> {
+    rel.iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .filter(|p| p != "mod")
+        .collect()
+}
+
+/// The deepest file a module path names (`cmd::advise::trial::verdict::
+/// Verdict` → cmd::advise::trial::verdict).
+fn resolve(src: &Path, parts: &[String]) -> Option<String> {
+    (1..=parts.len()).rev().find_map(|k| {
+        let dir: PathBuf = parts[..k].iter().collect();
+        let file = src.join(&dir).with_extension("rs");
+        (file.exists() || src.join(&dir).join("mod.rs").exists()).then(|| parts[..k].join("::"))
+    })
+}
+
+/// The files one line refers to by `crate::` or `super::` paths (a bare
+/// `use child::X` in a mod.rs is a descendant: never part of a circle), from
+/// the file at module path `own`.
+fn file_refs(src: &Path, line: &str, own: &[String]) -> Vec<String> {
+    let ident_path = |s: &str| -> Vec<String> {
+        s.split("::")
+            .map(|p| {
+                p.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect::<String>()
+            })
+            .take_while(|p: &String| !p.is_empty())
+            .collect()
+    };
+    let mut v = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find(['c', 's']) {
+        let at = &rest[i..];
+        let word_start = i == 0
+            || !rest.as_bytes()[i - 1].is_ascii_alphanumeric() && rest.as_bytes()[i - 1] != b':';
+        rest = &rest[i + 1..];
+        if !word_start {
+            continue;
+        }
+        let (mut base, tail) = if let Some(t) = at.strip_prefix("crate::") {
+            (Vec::new(), t)
+        } else if at.starts_with("super::") {
+            // A mod.rs is its folder's module: `super` is the folder's
+            // parent, as it is a sibling file's.
+            let mut b = own.to_vec();
+            let mut t = at;
+            while let Some(x) = t.strip_prefix("super::") {
+                b.pop();
+                t = x;
+            }
+            (b, t)
+        } else {
+            continue;
+        };
+        base.extend(ident_path(tail));
+        if let Some(m) = resolve(src, &base) {
+            v.push(m);
+        }
+    }
+    v
+}
+
+/// Circles of files that import each other, each as "a -> b -> a": one
+/// level finer than `circles` (`cmd::advise::trial::verdict`, not
+/// `cmd::advise`). A file's references to its own ancestors (a child
+/// using its folder's mod.rs) are not edges.
+fn file_circles(src: &Path) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut files = Vec::new();
+    rs_files(src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(src).unwrap();
+        if rel
+            .file_name()
+            .is_some_and(|n| n == "tests.rs" || n == "lib.rs" || n == "main.rs")
+        {
+            continue;
+        }
+        let own = file_module(rel);
+        let from = own.join("::");
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (_, line) in shipped(&text) {
+            for to in file_refs(src, line, &own) {
+                let ancestor = from.starts_with(&format!("{to}::"));
+                let descendant = to.starts_with(&format!("{from}::"));
+                if to != from && !ancestor && !descendant {
+                    graph.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        }
+    }
+    cycles_of(&graph)
+}
+
+#[test]
+fn no_files_import_each_other_in_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let c = file_circles(&src);
+    assert!(
+        c.is_empty(),
+        "import circles between files:\n{}",
+        c.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_catches_a_circle_between_files_of_one_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("cmd/advise/trial");
+    std::fs::create_dir_all(&t).unwrap();
+    std::fs::write(t.join("mod.rs"), "pub mod show;\npub mod verdict;\n").unwrap();
+    std::fs::write(t.join("show.rs"), "use super::verdict::Verdict;\n").unwrap();
+    std::fs::write(
+        t.join("verdict.rs"),
+        "use crate::cmd::advise::trial::show::line;\nuse super::Trial;\n",
+    )
+    .unwrap();
+    let c = file_circles(dir.path());
+    assert_eq!(
+        c,
+        ["cmd::advise::trial::show -> cmd::advise::trial::verdict -> cmd::advise::trial::show"]
+    );
+    // Module-level, one folder holds both: no circle at that grain.
+    assert!(circles(dir.path()).is_empty());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! for what the sparse images will really hold.
 
 use super::cap::{self, CapMethod};
-use super::cmd::UpOptions;
+use super::UpOptions;
 use crate::base::error::UsageError;
 use crate::base::units::ByteSize;
 use std::path::Path;

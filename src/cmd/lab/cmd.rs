@@ -11,25 +11,13 @@ use super::checks::preflight;
 use super::down::{intact, is_mountpoint, mounted, undo, Undo};
 use super::guards::{blkio_cap, sh, DirtyLimits};
 use super::state::{Claimant, LabState, Step};
+use super::UpOptions;
 use crate::base::error::UsageError;
-use crate::base::units::ByteSize;
 use crate::knob::{Entry, Knob, Owner, Registry, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 pub const DEFAULT_DIR: &str = "/var/tmp/stallscope-lab";
-
-#[derive(Clone, Debug)]
-pub struct UpOptions {
-    pub fs: Vec<String>,
-    pub size: ByteSize,
-    pub dir: PathBuf,
-    /// Bytes per second; 0 = no cap.
-    pub cap: ByteSize,
-    pub dirty_bytes: Option<ByteSize>,
-    pub dirty_background_bytes: Option<ByteSize>,
-    pub stable_writes: bool,
-}
 
 /// `lab up`. Safe to run twice: an intact lab is reported, not rebuilt.
 pub fn up(o: &UpOptions) -> anyhow::Result<()> {

@@ -14,3 +14,19 @@ pub mod exec;
 pub mod guards;
 pub mod procs;
 pub mod state;
+
+use crate::base::units::ByteSize;
+use std::path::PathBuf;
+
+/// What `lab up` is asked for: `checks` judges it, `cmd` makes it.
+#[derive(Clone, Debug)]
+pub struct UpOptions {
+    pub fs: Vec<String>,
+    pub size: ByteSize,
+    pub dir: PathBuf,
+    /// Bytes per second; 0 = no cap.
+    pub cap: ByteSize,
+    pub dirty_bytes: Option<ByteSize>,
+    pub dirty_background_bytes: Option<ByteSize>,
+    pub stable_writes: bool,
+}
