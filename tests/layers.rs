@@ -110,20 +110,30 @@ fn module_of(rel: &Path) -> String {
     parts.iter().take(2).cloned().collect::<Vec<_>>().join("::")
 }
 
+/// The shipped files an import graph is made of, with their paths under
+/// `src` (unit-test files, lib.rs and main.rs are not in it).
+fn graph_files(src: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut files = Vec::new();
+    rs_files(src, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap().to_path_buf();
+            (f, rel)
+        })
+        .filter(|(_, rel)| {
+            !rel.file_name()
+                .is_some_and(|n| n == "tests.rs" || n == "lib.rs" || n == "main.rs")
+        })
+        .collect()
+}
+
 /// Circles of modules that import each other, each as "a -> b -> a".
 fn circles(src: &Path) -> Vec<String> {
     use std::collections::{BTreeMap, BTreeSet};
-    let mut files = Vec::new();
-    rs_files(src, &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in files {
-        let rel = f.strip_prefix(src).unwrap();
-        if rel
-            .file_name()
-            .is_some_and(|n| n == "tests.rs" || n == "lib.rs" || n == "main.rs")
-        {
-            continue;
-        }
+    for (f, rel) in graph_files(src) {
+        let rel = rel.as_path();
         let from = module_of(rel);
         let folder = (rel.iter().count() > 1)
             .then(|| rel.iter().next().unwrap().to_string_lossy().to_string());
@@ -325,17 +335,9 @@ fn file_refs(src: &Path, line: &str, own: &[String]) -> Vec<String> {
 /// using its folder's mod.rs) are not edges.
 fn file_circles(src: &Path) -> Vec<String> {
     use std::collections::{BTreeMap, BTreeSet};
-    let mut files = Vec::new();
-    rs_files(src, &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in files {
-        let rel = f.strip_prefix(src).unwrap();
-        if rel
-            .file_name()
-            .is_some_and(|n| n == "tests.rs" || n == "lib.rs" || n == "main.rs")
-        {
-            continue;
-        }
+    for (f, rel) in graph_files(src) {
+        let rel = rel.as_path();
         let own = file_module(rel);
         let from = own.join("::");
         let text = std::fs::read_to_string(&f).unwrap();
