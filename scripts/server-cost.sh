@@ -17,6 +17,9 @@
 #             the scheduler's events, wake-up chains, call boundaries)
 #   nocalls   the same with --call-bounds off
 #   nochains  the same with --chains off
+#   nopattern calls without counting the write pattern (`calls` on the
+#             observed lines; STALLSCOPE_NO_CALL_PATTERN=1): what capturing
+#             it costs (no event of its own: only stallscope's fold work)
 #   normal    calls, but under the normal scheduling policy instead of the
 #             guest's SCHED_BATCH (STALLSCOPE_NORMAL_SCHED=1)
 #   sampled   --observe-timing sampled (no tracing of the server's threads)
@@ -50,8 +53,8 @@ pgbin=$(pg_bin_dir) || { echo "PostgreSQL missing (apt-get install postgresql)" 
 read -r -a legs <<<"${COST_LEGS:-calls nocalls sampled calltime}"
 for leg in "${legs[@]}"; do
   case $leg in
-    calls|nocalls|nochains|normal|sampled|slow|calltime|idle|burn) ;;
-    *) echo "unknown leg $leg (calls nocalls nochains normal sampled slow calltime idle burn; none is always measured)" >&2; exit 2 ;;
+    calls|nocalls|nochains|nopattern|normal|sampled|slow|calltime|idle|burn) ;;
+    *) echo "unknown leg $leg (calls nocalls nochains nopattern normal sampled slow calltime idle burn; none is always measured)" >&2; exit 2 ;;
   esac
 done
 if [[ " ${legs[*]} " == *" calltime "* ]]; then
@@ -127,6 +130,7 @@ start_observer() {
     calls) "$bin" run --observe-name postgres --format jsonl >/dev/null 2>"$log" & ;;
     nocalls) "$bin" run --observe-name postgres --call-bounds off --format jsonl >/dev/null 2>"$log" & ;;
     nochains) "$bin" run --observe-name postgres --chains off --format jsonl >/dev/null 2>"$log" & ;;
+    nopattern) STALLSCOPE_NO_CALL_PATTERN=1 "$bin" run --observe-name postgres --format jsonl >/dev/null 2>"$log" & ;;
     normal) STALLSCOPE_NORMAL_SCHED=1 "$bin" run --observe-name postgres --format jsonl >/dev/null 2>"$log" & ;;
     slow) "$bin" run --observe-name postgres --observe-timing sampled --observe-every 1s --format jsonl >/dev/null 2>"$log" & ;;
     sampled) "$bin" run --observe-name postgres --observe-timing sampled --format jsonl >/dev/null 2>"$log" & ;;

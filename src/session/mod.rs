@@ -403,7 +403,10 @@ impl Session {
                         Ok(()) => {
                             self.agg
                                 .set_sched_timing(self.timing.threshold.as_nanos() as u64, chains);
-                            if t.calls() {
+                            // STALLSCOPE_NO_CALL_PATTERN: for measuring
+                            // what counting it costs (scripts/server-cost.sh).
+                            if t.calls() && std::env::var_os("STALLSCOPE_NO_CALL_PATTERN").is_none()
+                            {
                                 self.agg.set_call_pattern();
                             }
                             if let Some(o) = &self.observer {
