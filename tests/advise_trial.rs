@@ -192,9 +192,7 @@ fn a_placebo_trial_says_no_change_and_leaves_the_machine_as_it_was() {
         return;
     };
     let same = format!("vm.dirty_background_bytes={}", background());
-    let out = trial(&lab, &[same.as_str()]).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let out = common::run_ok(&mut trial(&lab, &[same.as_str()]));
     let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(o["verdict"], "no_change", "{o:#}");
     assert_eq!(o["before"]["runs"], 8, "A/A and six A runs: {o:#}");

@@ -595,9 +595,7 @@ fn subcommands() -> Vec<String> {
 }
 
 fn stdout_of(args: &[&str]) -> String {
-    let out = bin().args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {:?}", out.status);
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(common::run_ok(bin().args(args)).stdout).unwrap()
 }
 
 #[test]
@@ -763,13 +761,8 @@ fn advise_reads_recordings_and_printed_output() {
         .filter(|l| !l.contains(r#""type":"header""#) && !l.contains(r#""type":"kernel""#))
         .collect();
     std::fs::write(&printed, lines.join("\n")).unwrap();
-    let out = bin().arg("advise").arg(&printed).output().unwrap();
+    let out = common::run_ok(bin().arg("advise").arg(&printed));
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a recording"));
     assert!(
         s.contains("dirty_throttle: 21.91 s of stall time in 64 stalls"),

@@ -44,12 +44,7 @@ fn report_matches(recording: &str, stem: &str, svg: bool) {
     if svg {
         cmd.arg("--svg").arg(&svg_path);
     }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::run_ok(&mut cmd);
     let want = std::fs::read_to_string(fixture(&format!("{stem}.report.txt"))).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), want, "report text");
     let want = std::fs::read_to_string(fixture(&format!("{stem}.report.csv"))).unwrap();
@@ -146,12 +141,7 @@ fn a_zstd_recording_of_an_older_build_reports_as_the_plain_one() {
     let bytes = std::fs::read(&plain).unwrap();
     std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
     let report = |p: &Path| {
-        let out = common::bin().arg("report").arg(p).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = common::run_ok(common::bin().arg("report").arg(p));
         out.stdout
     };
     assert_eq!(report(&zst), report(&plain));

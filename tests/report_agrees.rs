@@ -187,9 +187,8 @@ fn svg_by_cause(svg: &str) -> ByCause {
 
 /// Runs stallscope with `args`; its stdout and stderr, once it succeeded.
 fn stallscope(args: &[&std::ffi::OsStr]) -> (String, String) {
-    let out = common::bin().args(args).output().unwrap();
+    let out = common::run_ok(common::bin().args(args));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
     (String::from_utf8_lossy(&out.stdout).into_owned(), err)
 }
 
