@@ -12,24 +12,39 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-/// The observed program: opens a file, waits for "go", then 25 rounds of
-/// 8 × write(4096) + 2 × pwrite(65536) and a sync (fdatasync in the first
-/// 20, fsync after); reads its /proc/self/io around the work; on "report"
-/// prints the figures (after the observer stopped: printing is a write).
+/// The observed program: its main thread named "work" opens a file, waits
+/// for "go", then 25 rounds of 8 × write(4096) + 2 × pwrite(65536) and a
+/// sync (fdatasync in the first 20, fsync after), while a thread named
+/// "side" (it sleeps half a second first: a thread's calls count once
+/// stallscope knows the thread and its name) makes 10 writes of 512
+/// bytes to a file of its own; reads its /proc/self/io around the work; on
+/// "report" prints the figures (after the observer stopped: printing is a
+/// write).
 const PROGRAM: &str = r#"
-import os, sys, json
+import os, sys, json, ctypes, threading, time
+libc = ctypes.CDLL(None)
 def io():
     d = dict(l.split(": ") for l in open("/proc/self/io").read().splitlines())
     return int(d["syscw"]), int(d["wchar"])
+def side():
+    libc.prctl(15, b"side")
+    time.sleep(0.5)
+    for _ in range(10):
+        os.write(sfd, b"s" * 512)
+libc.prctl(15, b"work")
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+sfd = os.open(sys.argv[1] + ".side", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 sys.stdin.readline()
 w0, b0 = io()
+t = threading.Thread(target=side)
+t.start()
 for i in range(25):
     for _ in range(8):
         os.write(fd, b"a" * 4096)
     for _ in range(2):
         os.pwrite(fd, b"b" * 65536, 1 << 24)
     (os.fdatasync if i < 20 else os.fsync)(fd)
+t.join()
 w1, b1 = io()
 sys.stdin.readline()
 print(json.dumps({"syscw": w1 - w0, "wchar": b1 - b0}), flush=True)
@@ -90,8 +105,17 @@ fn captured_calls_match_the_kernels_count_of_the_process() {
         "write calls vs /proc/PID/io syscw"
     );
     assert_eq!(bytes, n(&kernel["wchar"]), "bytes vs /proc/PID/io wchar");
-    // And the program's own count: 200 of 4 KiB, 50 of 64 KiB.
+    // And the program's own count: 200 of 4 KiB, 50 of 64 KiB, 10 of 512
+    // bytes by "side", the rest by "work".
     assert_eq!(sum(&|c| n(&c["write_size_log2"]["12"])), 200);
+    assert_eq!(sum(&|c| n(&c["write_size_log2"]["9"])), 10);
+    assert_eq!(sum(&|c| n(&c["threads"]["side"]["writes"])), 10);
+    assert_eq!(sum(&|c| n(&c["threads"]["side"]["write_bytes"])), 5120);
+    assert_eq!(sum(&|c| n(&c["threads"]["work"]["writes"])), 250);
+    assert_eq!(
+        sum(&|c| n(&c["threads"]["work"]["syncs"]["fsync"]["calls"])),
+        5
+    );
     assert_eq!(sum(&|c| n(&c["write_size_log2"]["16"])), 50);
     let sync = |call: &str, f: &str| sum(&|c| n(&c["syncs"][call][f]));
     assert_eq!(sync("fdatasync", "calls"), 20);

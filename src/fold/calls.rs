@@ -23,6 +23,52 @@ pub struct CallTracker {
     open: HashMap<u32, Open>,
     /// (pid, fd) → bytes written through it since its previous sync.
     unsynced: HashMap<(u32, i64), u64>,
+    /// Threads' names, from their scheduler events.
+    names: HashMap<u32, Comm>,
+}
+
+/// What one returned call adds to a pattern.
+enum Counted {
+    Write {
+        bytes: u64,
+        fd: Option<i64>,
+    },
+    /// What the sync flushed (None: msync).
+    Sync(Option<u64>),
+    Other,
+}
+
+/// One returned call (its name, what it did, ms inside, whether it
+/// failed) counted into a pattern and its set of fds written.
+fn count(
+    p: &mut CallPattern,
+    fds: &mut HashSet<i64>,
+    (name, what, ms, failed): &(&str, Counted, f64, bool),
+) {
+    if *failed {
+        p.failed += 1;
+    }
+    match what {
+        Counted::Write { bytes, fd } => {
+            p.writes += 1;
+            p.write_bytes += bytes;
+            p.write_ms += ms;
+            *p.write_size_log2.entry(log2_bucket(*bytes)).or_default() += 1;
+            if let Some(fd) = fd {
+                fds.insert(*fd);
+            }
+        }
+        Counted::Sync(flushed) => {
+            let s = p.syncs.entry((*name).to_string()).or_default();
+            s.calls += 1;
+            s.in_call_ms += ms;
+            if let Some(b) = flushed {
+                s.bytes_before += b;
+                *s.bytes_before_log2.entry(log2_bucket(*b)).or_default() += 1;
+            }
+        }
+        Counted::Other => *p.other.entry((*name).to_string()).or_default() += 1,
+    }
 }
 
 /// One interval's pattern of one process and the fds it wrote.
@@ -30,17 +76,36 @@ pub struct CallTracker {
 pub struct PatternAcc {
     pub pattern: CallPattern,
     pub fds: HashSet<i64>,
+    /// Each thread's part, by its name (threads of one name together).
+    pub threads: HashMap<Comm, (CallPattern, HashSet<i64>)>,
 }
 
 impl PatternAcc {
     pub fn add(&mut self, o: &PatternAcc) {
         self.pattern.add(&o.pattern);
         self.fds.extend(&o.fds);
+        for (name, (p, fds)) in &o.threads {
+            let (mp, mfds) = self.threads.entry(*name).or_default();
+            mp.add(p);
+            mfds.extend(fds);
+        }
     }
 
-    /// The interval's pattern, with its count of fds written.
+    /// The interval's pattern, with its count of fds written, and its
+    /// threads' parts when more than one name made calls (a process of one
+    /// thread name would only repeat itself).
     pub fn finish(mut self) -> CallPattern {
         self.pattern.files = self.fds.len() as u32;
+        if self.threads.len() > 1 {
+            self.pattern.threads = self
+                .threads
+                .into_iter()
+                .map(|(name, (mut p, fds))| {
+                    p.files = fds.len() as u32;
+                    (name.as_str().to_string(), p)
+                })
+                .collect();
+        }
         self.pattern
     }
 }
@@ -59,8 +124,9 @@ impl CallTracker {
     }
 
     /// `tid` of process `pid` returned `ret` from `call` at `t_ns`:
-    /// counted into `acc`. An exit without its entry (the trace began
-    /// inside the call) is not counted.
+    /// counted into `acc`, and into its thread's part there under the
+    /// thread's name. An exit without its entry (the trace began inside
+    /// the call) is not counted.
     pub fn exit(
         &mut self,
         pid: u32,
@@ -75,36 +141,38 @@ impl CallTracker {
         };
         let ms = t_ns.saturating_sub(open.entry_ns) as f64 / 1e6;
         let name = call.as_str();
-        let p = &mut acc.pattern;
-        if ret < 0 {
-            p.failed += 1;
-        }
-        if WRITE_CALLS.contains(&name) {
+        let what = if WRITE_CALLS.contains(&name) {
             let bytes = u64::try_from(ret).unwrap_or(0);
-            p.writes += 1;
-            p.write_bytes += bytes;
-            p.write_ms += ms;
-            *p.write_size_log2.entry(log2_bucket(bytes)).or_default() += 1;
             if let Some(fd) = open.fd {
-                acc.fds.insert(fd);
                 *self.unsynced.entry((pid, fd)).or_default() += bytes;
             }
+            Counted::Write { bytes, fd: open.fd }
         } else if SYNC_CALLS.contains(&name) {
-            let flushed = self.flushed(pid, name, open.fd);
-            let s = p.syncs.entry(name.to_string()).or_default();
-            s.calls += 1;
-            s.in_call_ms += ms;
-            if let Some(b) = flushed {
-                s.bytes_before += b;
-                *s.bytes_before_log2.entry(log2_bucket(b)).or_default() += 1;
-            }
+            Counted::Sync(self.flushed(pid, name, open.fd))
         } else {
             if name == "close" {
                 if let Some(fd) = open.fd {
                     self.unsynced.remove(&(pid, fd));
                 }
             }
-            *p.other.entry(name.to_string()).or_default() += 1;
+            Counted::Other
+        };
+        let c = (name, what, ms, ret < 0);
+        count(&mut acc.pattern, &mut acc.fds, &c);
+        let thread = self
+            .names
+            .get(&tid)
+            .copied()
+            .unwrap_or_else(|| Comm::new("?"));
+        let (p, fds) = acc.threads.entry(thread).or_default();
+        count(p, fds, &c);
+    }
+
+    /// `tid`'s name (from its scheduler events), for its part of the
+    /// pattern.
+    pub fn name(&mut self, tid: u32, comm: Comm) {
+        if self.names.get(&tid) != Some(&comm) {
+            self.names.insert(tid, comm);
         }
     }
 
@@ -135,6 +203,7 @@ impl CallTracker {
     /// A thread left.
     pub fn forget_thread(&mut self, tid: u32) {
         self.open.remove(&tid);
+        self.names.remove(&tid);
     }
 }
 
@@ -187,6 +256,39 @@ mod tests {
         assert_eq!(p.syncs["syncfs"].bytes_before, 1500);
         assert_eq!(p.syncs["fsync"].bytes_before, 0);
         assert_eq!(p.other["close"], 1);
+    }
+
+    #[test]
+    fn threads_of_two_names_get_their_own_parts() {
+        let (mut t, mut acc) = (CallTracker::default(), PatternAcc::default());
+        t.name(7, Comm::new("wal"));
+        t.name(8, Comm::new("flush"));
+        for (tid, name, fd, ret) in [
+            (7, "write", 3, 100),
+            (7, "fdatasync", 3, 0),
+            (8, "pwrite64", 4, 8192),
+            (8, "pwrite64", 5, 8192),
+        ] {
+            let c = Comm::new(name);
+            t.enter(tid, c, Some(fd), 0);
+            t.exit(1, tid, c, ret, 1_000_000, &mut acc);
+        }
+        let mut one = PatternAcc::default();
+        t.enter(7, Comm::new("write"), Some(3), 0);
+        t.exit(1, 7, Comm::new("write"), 1, 1, &mut one);
+        assert!(one.finish().threads.is_empty(), "one name: no parts");
+        let p = acc.finish();
+        assert_eq!((p.writes, p.files), (3, 3));
+        assert_eq!(p.threads["wal"].writes, 1);
+        assert_eq!(p.threads["wal"].syncs["fdatasync"].bytes_before, 100);
+        assert_eq!(
+            (
+                p.threads["flush"].writes,
+                p.threads["flush"].write_bytes,
+                p.threads["flush"].files
+            ),
+            (2, 16384, 2)
+        );
     }
 
     #[test]

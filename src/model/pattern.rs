@@ -50,6 +50,10 @@ pub struct CallPattern {
     /// Calls that returned an error (counted above too).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failed: u64,
+    /// Each thread name's part of the above, when more than one thread
+    /// name made calls (a RocksDB's flush, compaction and WAL threads).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub threads: BTreeMap<String, CallPattern>,
 }
 
 /// One kind of sync call over an interval.
@@ -143,6 +147,9 @@ impl CallPattern {
             *self.other.entry(k.clone()).or_default() += n;
         }
         self.failed += o.failed;
+        for (k, t) in &o.threads {
+            self.threads.entry(k.clone()).or_default().add(t);
+        }
     }
 
     /// Sync calls of every kind.

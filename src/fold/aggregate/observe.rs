@@ -87,6 +87,9 @@ impl Aggregator {
                 if let Some(c) = self.chains.as_mut() {
                     c.forget(tid);
                 }
+                if let Some(c) = self.calls.as_mut() {
+                    c.forget_thread(tid);
+                }
             }
             self.tids.retain(|_, o| !matches!(o, Owner::Process(_)));
             for (tid, pid) in tids {

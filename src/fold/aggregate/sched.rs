@@ -194,6 +194,7 @@ impl Aggregator {
                 addr: None,
                 ..
             } => calls.enter(tid, *call, *fd, t_ns),
+            TraceKind::SchedBlock { comm, .. } => calls.name(tid, *comm),
             TraceKind::SysExit { call, ret } => {
                 let idx = t_ns / self.interval_ns;
                 let acc = &mut self.pending_at(idx).observed.entry(pid).or_default().calls;

@@ -55,7 +55,8 @@
 //!   `writes`, `write_bytes`, `write_ms`, `write_size_log2` (calls by
 //!   ⌈log2 bytes⌉), `files` (fds written), `syncs` by call (`calls`,
 //!   `in_call_ms`, `bytes_before` and `bytes_before_log2`: what each had to
-//!   flush), `other` (calls by name), `failed`).
+//!   flush), `other` (calls by name), `failed`, `threads` (the same per
+//!   thread name, when more than one made calls)).
 //! * `event`: `t_s`, `target`, `kind` (`target_full`, `writer_error`,
 //!   `info`), `message`, plus `index`, `target_index`, `t_ns`.
 //! * `marker`: a runtime action: `t_s`, `kind` (`target_switch`,
