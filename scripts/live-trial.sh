@@ -19,6 +19,9 @@
 #   PLACEBO=1: B sets strict_limit to the value it has (a placebo), and
 #   the verdicts are counted (no_change expected in all).
 #   SETTINGS="KNOB=VALUE ...": B sets these instead (trial --setting).
+#   CAP_B=RATE: B raises (or lowers) the lab's own cap to RATE (v1 blkio;
+#   a stand-in for a faster disk: the control that a real gain is seen,
+#   and by pgbench too).
 #   NEIGHBOUR=1: the slow-neighbour case ("one slow device stalls all"):
 #   PostgreSQL on an uncapped lab, and a second lab capped at cap where
 #   dd rewrites a file without pause, holding the machine's dirty pool
@@ -79,6 +82,8 @@ if [ -n "${SETTINGS:-}" ]; then
   read -r -a b <<<"$SETTINGS"
   settings=()
   for kv in "${b[@]}"; do settings+=(--setting "$kv"); done
+elif [ -n "${CAP_B:-}" ]; then
+  settings=(--setting "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device=$dev $CAP_B")
 elif [ -n "$nlab" ]; then
   settings=(--setting "/sys/class/bdi/$ndev/max_bytes=33554432" --setting "/sys/class/bdi/$ndev/strict_limit=1")
 elif [ "${PLACEBO:-0}" = 1 ]; then

@@ -49,6 +49,22 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Compare(a)) => compare(config, a, &stop),
         Some(Command::Lab(cmd)) => lab(cmd, &stop),
         Some(Command::Trial(a)) => trial(config, &a, &stop),
+        Some(Command::Imitate {
+            recording,
+            dir,
+            repeat,
+            check,
+            json,
+        }) => stallscope::cmd::imitate::imitate(
+            &stallscope::cmd::imitate::Options {
+                recording,
+                dir,
+                repeat,
+                check,
+                json,
+            },
+            &stop,
+        ),
         Some(Command::Probe { targets }) => probe(&targets),
         Some(Command::Watch { workload, ui }) => dashboard(config, &workload, &ui, stop),
         Some(Command::Completions { shell }) => Ok(stallscope::cli::write_completions(
@@ -69,7 +85,8 @@ fn run(
     if listed_presets(args) {
         return Ok(());
     }
-    let cfg = stallscope::cli::layered(config, args)?;
+    let mut cfg = stallscope::cli::layered(config, args)?;
+    let _imitation = stallscope::cmd::imitate::attach(&mut cfg, args.imitate.as_deref(), false)?;
     if !wait_for_observed(&cfg, args, stop)? {
         return Ok(());
     }
@@ -150,7 +167,8 @@ fn dashboard(
     if listed_presets(workload) {
         return Ok(());
     }
-    let cfg = stallscope::cli::layered(config, workload)?;
+    let mut cfg = stallscope::cli::layered(config, workload)?;
+    let _imitation = stallscope::cmd::imitate::attach(&mut cfg, workload.imitate.as_deref(), true)?;
     if !wait_for_observed(&cfg, workload, &stop)? {
         return Ok(());
     }

@@ -53,11 +53,7 @@ print(json.dumps({"syscw": w1 - w0, "wchar": b1 - b0}), flush=True)
 #[test]
 fn captured_calls_match_the_kernels_count_of_the_process() {
     let test = "captured_calls_match_the_kernels_count_of_the_process";
-    if !common::need_root(test) {
-        return;
-    }
-    if !common::have("python3") {
-        common::skip(test, "needs python3");
+    if !common::need_root_with(test, &["python3"]) {
         return;
     }
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();

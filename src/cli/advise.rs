@@ -245,3 +245,11 @@ pub fn with_run_args(cfg: &Config, args: &[String]) -> anyhow::Result<Config> {
     run_args(args)?.apply(&mut c);
     Ok(c)
 }
+
+pub(super) const IMITATE_EXAMPLES: &str = "Examples (root):
+  stallscope run --observe-name postgres --record pg.rec      # the server, under its load
+  stallscope lab up --fs ext4 --cap 20MiB
+  stallscope imitate pg.rec --dir /var/tmp/stallscope-lab/mnt/ext4 &
+  stallscope run --observe $! --record imit.rec                # the imitation, observed the same way
+  stallscope imitate pg.rec --check imit.rec                   # the fidelity gate
+  stallscope imitate pg.rec --dir DIR --loop                   # a steady load for `trial --observe`";

@@ -22,7 +22,7 @@ pub use ui::UiArgs;
 pub use workload::{layered, WorkloadArgs};
 
 use crate::base::units::Dur;
-use advise::{ADVISE_EXAMPLES, TRIAL_EXAMPLES};
+use advise::{ADVISE_EXAMPLES, IMITATE_EXAMPLES, TRIAL_EXAMPLES};
 use clap::{Parser, Subcommand};
 use docs::{COMPLETIONS_EXAMPLES, MAN_EXAMPLES};
 use std::path::PathBuf;
@@ -194,6 +194,42 @@ pub enum Command {
     /// `advise --try` runs the same engine.
     #[command(after_help = TRIAL_EXAMPLES)]
     Trial(TrialArgs),
+    /// Replay an observed server's write pattern in the lab; --check: the fidelity gate.
+    ///
+    /// Reads the calls a recording of `run --observe …` captured (root,
+    /// call bounds on) and replays them: one thread per observed process
+    /// and thread name (threads `im0`, `im1`, … one per role), each
+    /// interval's writes (their sizes from the recorded histogram, adding
+    /// up to the recorded bytes) and syncs (fsync, fdatasync,
+    /// sync_file_range, syncfs; `sync` narrowed to syncfs) spread evenly
+    /// over it, in open loop from the intended issue times: a stalled call
+    /// makes the next ones late, not fewer. Files are its own, under
+    /// --dir, removed on exit. It prints a line a second: how much of the
+    /// schedule it has kept. Observe it as the server was observed
+    /// (`run --observe PID --record IMIT.rec`), then
+    /// `imitate SERVER.rec --check IMIT.rec` says whether it did what the
+    /// server did (per role: writes, bytes and syncs a second within
+    /// ×0.85–×1.15) and stalled as it stalled (stalls a minute and p99
+    /// within ×0.5–×2, the longest within ×3, the same dominant cause),
+    /// and fails when the server wrote through what it cannot replay
+    /// (mmap stores: dirtied bytes over twice its write calls' bytes).
+    #[command(verbatim_doc_comment, after_help = IMITATE_EXAMPLES)]
+    Imitate {
+        /// The server's recording (`run --observe … --record`).
+        recording: PathBuf,
+        /// Where the imitation's files go (a lab's mount, like the server's disk).
+        #[arg(long, value_name = "DIR", required_unless_present = "check")]
+        dir: Option<PathBuf>,
+        /// Start over at the end, until stopped (a load for a trial).
+        #[arg(long = "loop")]
+        repeat: bool,
+        /// Compare a recording of the imitation with the server's instead of running.
+        #[arg(long, value_name = "IMITATION.rec")]
+        check: Option<PathBuf>,
+        /// The gate as JSON (with --check).
+        #[arg(long)]
+        json: bool,
+    },
     /// Build, inspect or tear down loop-backed test filesystems with a write cap (root).
     #[command(subcommand)]
     Lab(LabCommand),

@@ -88,6 +88,10 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "PID", value_delimiter = ',')]
     pub observe: Vec<u32>,
 
+    /// Run an imitation of the server observed in this recording (`stallscope imitate REC --loop`, its files under the first --target) and observe it in its place: the server's write pattern replayed in the lab, shown and judged as the server was.
+    #[arg(long, value_name = "RECORDING", conflicts_with_all = ["observe", "observe_name"])]
+    pub imitate: Option<PathBuf>,
+
     /// Observe every process with this name (comm or argv[0], e.g. java, ceph-osd), resolved at start.
     #[arg(long, value_name = "NAME")]
     pub observe_name: Vec<String>,

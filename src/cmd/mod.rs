@@ -3,6 +3,7 @@
 
 pub mod advise;
 pub mod compare;
+pub mod imitate;
 pub mod lab;
 pub mod lanes;
 pub mod outfile;

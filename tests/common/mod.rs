@@ -53,6 +53,21 @@ pub fn need_root(test: &str) -> bool {
     false
 }
 
+/// True if the test can go on as root with these programs installed;
+/// otherwise records the skip (the first thing missing).
+pub fn need_root_with(test: &str, programs: &[&str]) -> bool {
+    if !need_root(test) {
+        return false;
+    }
+    match programs.iter().find(|p| !have(p)) {
+        Some(p) => {
+            skip(test, &format!("needs {p}"));
+            false
+        }
+        None => true,
+    }
+}
+
 /// Spawns `cmd` and returns once the child runs the new program: spawn
 /// returns when the kernel lets go of the parent, before exec names the
 /// child, so until then its comm is the test thread's (`an_observed_pro`).

@@ -45,6 +45,30 @@ pub fn restore_file(path: &Path) -> PathBuf {
     }
 }
 
+/// Whether `path` is the v1 blkio throttle file the lab caps a device
+/// with: one line per device, so it is a knob per device, not a file.
+pub fn is_blkio_cap(path: &Path) -> bool {
+    path == Path::new(crate::knob::BLKIO_WRITE_BPS)
+}
+
+/// `MAJ:MIN BYTES` as the throttle file takes it (bytes/s, also as
+/// `40MiB`; 0: no cap).
+pub fn blkio_cap_value(value: &str) -> anyhow::Result<(u32, u32, u64)> {
+    let bad = || {
+        anyhow::anyhow!(
+            "blkio cap '{value}': want MAJ:MIN BYTES_PER_S (7:0 41943040, or 7:0 40MiB)"
+        )
+    };
+    let (dev, rate) = value.trim().split_once(' ').ok_or_else(bad)?;
+    let (a, b) = dev.split_once(':').ok_or_else(bad)?;
+    let rate: crate::base::units::ByteSize = rate.trim().parse().map_err(|_| bad())?;
+    Ok((
+        a.parse().map_err(|_| bad())?,
+        b.parse().map_err(|_| bad())?,
+        rate.0,
+    ))
+}
+
 /// The step that records what `setting` replaces, read now; `None` for a
 /// setting that changes nothing on the machine (run arguments).
 pub fn step_for(setting: &Setting, mount: &Path) -> anyhow::Result<Option<Step>> {
@@ -66,6 +90,15 @@ pub fn step_for(setting: &Setting, mount: &Path) -> anyhow::Result<Option<Step>>
             original: read(&sysctl_path(name))?,
             registered: true,
         },
+        Setting::Sysfs { path, value } if is_blkio_cap(path) => {
+            let (major, minor, _) = blkio_cap_value(value)?;
+            let now = crate::cmd::lab::guards::blkio_cap(major, minor)?;
+            Step::Sysfs {
+                original: format!("{major}:{minor} {now}"),
+                path: path.clone(),
+                registered: true,
+            }
+        }
         Setting::Sysfs { path, .. } => {
             let file = restore_file(path);
             Step::Sysfs {
@@ -113,6 +146,10 @@ pub fn knob_value(setting: &Setting) -> anyhow::Result<Option<(Knob, Value)>> {
             }
             k => (k, Value::Text(value.clone())),
         },
+        Setting::Sysfs { path, value } if is_blkio_cap(path) => {
+            let (major, minor, bps) = blkio_cap_value(value)?;
+            (Knob::blkio(major, minor), Value::Bps(bps))
+        }
         Setting::Sysfs { path, value } => {
             let file = restore_file(path);
             let v = if file == *path {

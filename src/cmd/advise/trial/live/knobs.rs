@@ -9,7 +9,7 @@
 //! was in force below comes back), and a trial killed with SIGKILL is put
 //! back by the next stallscope run as root.
 
-use super::super::apply::{knob_value, step_for};
+use super::super::apply::{blkio_cap_value, is_blkio_cap, knob_value, step_for};
 use super::super::recipe::{quote, revert_lines};
 use crate::analysis::advice::treatment::Setting;
 use crate::base::error::UsageError;
@@ -68,13 +68,14 @@ pub fn check_kind(s: &Setting) -> Result<(), UsageError> {
             let ok = match parts[..] {
                 ["/", "sys", "class", "bdi", _, f] => BDI_FILES.contains(&f),
                 ["/", "sys", "block", _, "queue", "wbt_lat_usec"] => true,
-                _ => false,
+                _ => is_blkio_cap(path),
             };
             if !ok {
                 return refuse(format!(
-                    "{}: a live trial flips only /sys/class/bdi/MAJ:MIN/{{{}}} and /sys/block/DEV/queue/wbt_lat_usec",
+                    "{}: a live trial flips only /sys/class/bdi/MAJ:MIN/{{{}}}, /sys/block/DEV/queue/wbt_lat_usec and (a lab's cap, v1) {}",
                     path.display(),
-                    BDI_FILES.join(",")
+                    BDI_FILES.join(","),
+                    crate::knob::BLKIO_WRITE_BPS
                 ));
             }
             Ok(())
@@ -167,15 +168,31 @@ pub fn recipe(settings: &[Setting]) -> anyhow::Result<String> {
                 let _ = writeln!(s, "sysctl -w {}", quote(&format!("{name}={value}")));
             }
             Setting::Sysfs { path, value } => {
+                let value = match is_blkio_cap(path) {
+                    true => {
+                        let (major, minor, bps) = blkio_cap_value(value)?;
+                        format!("{major}:{minor} {bps}")
+                    }
+                    false => value.clone(),
+                };
                 let _ = writeln!(
                     s,
                     "echo {} > {}",
-                    quote(value),
+                    quote(&value),
                     quote(&path.to_string_lossy())
                 );
             }
             _ => {}
         }
+    }
+    if settings
+        .iter()
+        .any(|x| matches!(x, Setting::Sysfs { path, .. } if is_blkio_cap(path)))
+    {
+        let _ = writeln!(
+            s,
+            "# the blkio write cap is a lab's stand-in for the disk's speed: nothing to make permanent (a faster device is what it stands for)"
+        );
     }
     let _ = writeln!(s, "# undo (the values now):");
     for x in settings.iter().rev() {
@@ -303,5 +320,20 @@ mod tests {
         assert_eq!((r[0].0, r[0].1.as_str()), ("bdi", "7:0"));
         assert_eq!(r[0].2[1], ("strict_limit".to_string(), "1".to_string()));
         assert_eq!(r[1].2[0].0, "queue/wbt_lat_usec");
+    }
+
+    #[test]
+    fn a_lab_s_blkio_cap_is_a_knob_of_one_device() {
+        let cap = sysfs(crate::knob::BLKIO_WRITE_BPS, "7:3 40MiB");
+        assert!(check_kind(&cap).is_ok());
+        assert_eq!(blkio_cap_value("7:3 40MiB").unwrap(), (7, 3, 40 << 20));
+        assert_eq!(blkio_cap_value(" 8:16 0 ").unwrap(), (8, 16, 0));
+        for bad in ["7:3", "7 3 40", "a:b 1", "7:3 fast"] {
+            let e = blkio_cap_value(bad).unwrap_err().to_string();
+            assert!(e.contains("MAJ:MIN BYTES_PER_S"), "{bad}: {e}");
+        }
+        let (k, v) = knob_value(&cap).unwrap().unwrap();
+        assert_eq!(k, Knob::blkio(7, 3));
+        assert_eq!(v, Value::Bps(40 << 20));
     }
 }
