@@ -40,23 +40,23 @@ threading.Thread(target=ckpt, daemon=True).start()
 time.sleep(3600)
 "#;
 
-/// A server that dirties 8 MiB a second of a shared file mapping (fresh
+/// A server that dirties 16 MiB a second of a shared file mapping (fresh
 /// pages, so each store dirties one) and writes 4 KiB through write()
-/// once a second.
+/// once every two seconds: more dirtied than its few calls could explain.
 const MAPPER: &str = r#"
 import mmap, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-size = 512 << 20
+size = 1 << 30
 os.ftruncate(fd, size)
 m = mmap.mmap(fd, size)
 log = os.open(sys.argv[1] + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 off = 0
 while True:
-    for _ in range(8):
+    for _ in range(32):
         for p in range(off, off + (1 << 20), 4096):
             m[p] = 1
         off = (off + (1 << 20)) % size
-        time.sleep(0.125)
+        time.sleep(0.0625)
     os.write(log, b"l" * 4096)
 "#;
 
