@@ -138,6 +138,12 @@ fn a_trial_killed_mid_run_is_put_back_by_lab_down() {
     let lab_bg = background();
     let mut child = in_a_b_run(&lab);
     let pid = child.id();
+    // The B settings are made before the B run starts tracing: on a busy
+    // machine its instance comes a moment later (CI saw none at once).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while instances_of(pid).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(
