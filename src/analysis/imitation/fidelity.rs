@@ -143,8 +143,8 @@ pub fn gate(server: &[Snapshot], imitation: &[Snapshot]) -> Gate {
                 .push(check(&format!("{role} {what}"), a, b, INPUT_BAND));
         }
     }
-    g.server_output = output(server, span(server), |_| true);
-    g.imitation_output = output(imitation, span(imitation), |_| true);
+    g.server_output = output(server, span(server));
+    g.imitation_output = output(imitation, span(imitation));
     let (s, i) = (&g.server_output, &g.imitation_output);
     if s.stalls + i.stalls > 0 {
         g.output
@@ -282,15 +282,12 @@ fn unseen_writes(snaps: &[Snapshot]) -> Vec<String> {
         .collect()
 }
 
-/// The stalls of observed processes (`keep` by pid) over the span.
-fn output(snaps: &[Snapshot], span_s: f64, keep: impl Fn(u32) -> bool) -> Output {
+/// The stalls of the observed processes over the span.
+fn output(snaps: &[Snapshot], span_s: f64) -> Output {
     let mut ms: Vec<f64> = Vec::new();
     let mut by: BTreeMap<Cause, f64> = BTreeMap::new();
     for st in snaps.iter().flat_map(|s| &s.stalls) {
-        let Who::Process { pid, .. } = &st.ev.who else {
-            continue;
-        };
-        let Some(d) = st.ev.dur_ns.filter(|_| keep(*pid)) else {
+        let (Who::Process { .. }, Some(d)) = (&st.ev.who, st.ev.dur_ns) else {
             continue;
         };
         let d = d as f64 / 1e6;
