@@ -213,6 +213,7 @@ fn observe(o: ObserveIn) -> Msg {
         stalls: o.stalls.into_iter().map(RunIn::blocked).collect(),
         exited: vec![],
         tids: o.tids,
+        names: vec![],
         ongoing: o.ongoing.into_iter().map(RunIn::blocked).collect(),
         joined: o.joined,
     }))

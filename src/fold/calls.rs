@@ -92,11 +92,17 @@ impl PatternAcc {
     }
 
     /// The interval's pattern, with its count of fds written, and its
-    /// threads' parts when more than one name made calls (a process of one
-    /// thread name would only repeat itself).
-    pub fn finish(mut self) -> CallPattern {
+    /// threads' parts unless only threads named as the process (`comm`)
+    /// made calls: that part would only repeat the whole. A lone thread of
+    /// another name keeps its part, or its role would change with whether
+    /// another role happened to call in the same interval.
+    pub fn finish(mut self, comm: &str) -> CallPattern {
         self.pattern.files = self.fds.len() as u32;
-        if self.threads.len() > 1 {
+        let only_comm = match self.threads.keys().next() {
+            Some(one) => self.threads.len() == 1 && one.as_str() == comm,
+            None => true,
+        };
+        if !only_comm {
             self.pattern.threads = self
                 .threads
                 .into_iter()
@@ -226,7 +232,7 @@ mod tests {
         call(&mut t, &mut acc, "fdatasync", 3, 0, 30);
         call(&mut t, &mut acc, "fdatasync", 3, 0, 40);
         call(&mut t, &mut acc, "write", 5, -28, 50);
-        let p = acc.finish();
+        let p = acc.finish("p");
         assert_eq!(
             (p.writes, p.write_bytes, p.files, p.failed),
             (4, 12388, 3, 1)
@@ -252,7 +258,7 @@ mod tests {
         call(&mut t, &mut acc, "write", 5, 500, 9);
         call(&mut t, &mut acc, "syncfs", 3, 0, 10);
         call(&mut t, &mut acc, "fsync", 5, 0, 20);
-        let p = acc.finish();
+        let p = acc.finish("p");
         assert_eq!(p.syncs["syncfs"].bytes_before, 1500);
         assert_eq!(p.syncs["fsync"].bytes_before, 0);
         assert_eq!(p.other["close"], 1);
@@ -276,8 +282,19 @@ mod tests {
         let mut one = PatternAcc::default();
         t.enter(7, Comm::new("write"), Some(3), 0);
         t.exit(1, 7, Comm::new("write"), 1, 1, &mut one);
-        assert!(one.finish().threads.is_empty(), "one name: no parts");
-        let p = acc.finish();
+        assert!(
+            one.finish("wal").threads.is_empty(),
+            "the process's name: no parts"
+        );
+        let mut other = PatternAcc::default();
+        t.enter(8, Comm::new("write"), Some(4), 0);
+        t.exit(1, 8, Comm::new("write"), 1, 1, &mut other);
+        assert_eq!(
+            other.finish("wal").threads["flush"].writes,
+            1,
+            "another name: its part"
+        );
+        let p = acc.finish("p");
         assert_eq!((p.writes, p.files), (3, 3));
         assert_eq!(p.threads["wal"].writes, 1);
         assert_eq!(p.threads["wal"].syncs["fdatasync"].bytes_before, 100);
@@ -297,6 +314,6 @@ mod tests {
         t.exit(1, 7, Comm::new("write"), 4096, 5, &mut acc);
         t.enter(7, Comm::new("fsync"), Some(3), 10);
         t.exit(1, 7, Comm::new("write"), 4096, 20, &mut acc);
-        assert!(acc.finish().is_empty());
+        assert!(acc.finish("p").is_empty());
     }
 }

@@ -28,6 +28,10 @@ pub struct ObsTick {
     pub exited: Vec<u32>,
     /// The observed thread ids (tid → pid), when they changed.
     pub tids: Option<Vec<(u32, u32)>>,
+    /// Threads' names (tid, comm) new or changed since the last sample:
+    /// a thread that never blocks (a writer into the page cache) is named
+    /// by no scheduler event, yet its calls belong to its role.
+    pub names: Vec<(u32, String)>,
     /// Runs still going that are already past the threshold (the
     /// dashboard's STALL banner), with the best stack so far.
     pub ongoing: Vec<Blocked>,

@@ -515,6 +515,8 @@ struct Sampler {
     runs: DRuns,
     prev: BTreeMap<u32, Prev>,
     last_tids: Vec<(u32, u32)>,
+    /// Each thread's comm as last reported (`ObsTick::names`).
+    last_names: HashMap<u32, String>,
     first: bool,
 }
 
@@ -529,6 +531,7 @@ impl Sampler {
             runs: DRuns::new(threshold),
             prev: BTreeMap::new(),
             last_tids: Vec::new(),
+            last_names: HashMap::new(),
             first: true,
         }
     }
@@ -553,6 +556,12 @@ impl Sampler {
                 Ok(tasks) if tasks.iter().any(|t| !matches!(t.state, 'Z' | 'X')) => {
                     self.sample_process(&p, &dir, &tasks, scan, &mut tick);
                     tids.extend(tasks.iter().map(|t| (t.tid, p.pid)));
+                    for t in &tasks {
+                        if self.last_names.get(&t.tid) != Some(&t.comm) {
+                            self.last_names.insert(t.tid, t.comm.clone());
+                            tick.names.push((t.tid, t.comm.clone()));
+                        }
+                    }
                 }
                 _ => {
                     self.watched.retain(|w| w.pid != p.pid);
@@ -562,6 +571,8 @@ impl Sampler {
             }
         }
         if tids != self.last_tids {
+            let live: HashSet<u32> = tids.iter().map(|t| t.0).collect();
+            self.last_names.retain(|tid, _| live.contains(tid));
             tick.tids = Some(tids.clone());
             self.last_tids = tids;
         }

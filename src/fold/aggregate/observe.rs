@@ -4,6 +4,7 @@
 use super::acc::ObsAcc;
 use super::{Aggregator, Owner, GONE_GRACE_NS};
 use crate::model::cause::Cause;
+use crate::model::kernel::Comm;
 use crate::model::observed::{BlockTiming, ObsTick, Watched};
 use crate::model::snapshot::{ObservedInterval, ObservedSummary};
 use crate::model::stall::{Stall, Who};
@@ -55,57 +56,66 @@ impl Aggregator {
         Some(v)
     }
 
+    /// The observed threads changed (`ObsTick::tids`, at `now`).
+    fn retid(&mut self, now: u64, tids: Vec<(u32, u32)>) {
+        // Threads that left stay known a while: the trace is drained
+        // later than the sampler reports, and their last events (the
+        // wait a thread woke another from before it exited) still come.
+        let left: Vec<(u32, u32)> = self
+            .tids
+            .iter()
+            .filter_map(|(tid, o)| match o {
+                Owner::Process(pid) => Some((*tid, *pid)),
+                Owner::Writer(..) => None,
+            })
+            .collect();
+        self.gone
+            .extend(left.into_iter().map(|(tid, pid)| (tid, (pid, now))));
+        let expired: Vec<u32> = self
+            .gone
+            .iter()
+            .filter(|(_, (_, since))| now.saturating_sub(*since) >= GONE_GRACE_NS)
+            .map(|(tid, _)| *tid)
+            .collect();
+        for tid in expired {
+            self.gone.remove(&tid);
+            // Its waits no longer explain anyone's sleep.
+            if let Some(c) = self.chains.as_mut() {
+                c.forget(tid);
+            }
+            if let Some(c) = self.calls.as_mut() {
+                c.forget_thread(tid);
+            }
+        }
+        self.tids.retain(|_, o| !matches!(o, Owner::Process(_)));
+        for (tid, pid) in tids {
+            self.gone.remove(&tid);
+            self.tids.insert(tid, Owner::Process(pid));
+        }
+        self.obs_tids_changed = true;
+        // A thread gone while "blocked" went to its death, not a wait.
+        let tids = &self.tids;
+        let gone = &self.gone;
+        let wakers = &self.wakers;
+        self.blocks.retain_open(|tid| {
+            matches!(tids.get(&tid), Some(Owner::Process(_)))
+                || gone.contains_key(&tid)
+                || wakers.contains_key(&tid)
+        });
+    }
+
     pub(super) fn fold_observe(&mut self, t: ObsTick) {
         let t_ns = self
             .end_ns
             .map_or(t.t_ns, |e| t.t_ns.min(e.saturating_sub(1)));
         let idx = t_ns / self.interval_ns;
+        if let Some(c) = self.calls.as_mut() {
+            for (tid, comm) in &t.names {
+                c.name(*tid, Comm::new(comm));
+            }
+        }
         if let Some(tids) = t.tids {
-            // Threads that left stay known a while: the trace is drained
-            // later than the sampler reports, and their last events (the
-            // wait a thread woke another from before it exited) still come.
-            let now = t.t_ns;
-            let left: Vec<(u32, u32)> = self
-                .tids
-                .iter()
-                .filter_map(|(tid, o)| match o {
-                    Owner::Process(pid) => Some((*tid, *pid)),
-                    Owner::Writer(..) => None,
-                })
-                .collect();
-            self.gone
-                .extend(left.into_iter().map(|(tid, pid)| (tid, (pid, now))));
-            let expired: Vec<u32> = self
-                .gone
-                .iter()
-                .filter(|(_, (_, since))| now.saturating_sub(*since) >= GONE_GRACE_NS)
-                .map(|(tid, _)| *tid)
-                .collect();
-            for tid in expired {
-                self.gone.remove(&tid);
-                // Its waits no longer explain anyone's sleep.
-                if let Some(c) = self.chains.as_mut() {
-                    c.forget(tid);
-                }
-                if let Some(c) = self.calls.as_mut() {
-                    c.forget_thread(tid);
-                }
-            }
-            self.tids.retain(|_, o| !matches!(o, Owner::Process(_)));
-            for (tid, pid) in tids {
-                self.gone.remove(&tid);
-                self.tids.insert(tid, Owner::Process(pid));
-            }
-            self.obs_tids_changed = true;
-            // A thread gone while "blocked" went to its death, not a wait.
-            let tids = &self.tids;
-            let gone = &self.gone;
-            let wakers = &self.wakers;
-            self.blocks.retain_open(|tid| {
-                matches!(tids.get(&tid), Some(Owner::Process(_)))
-                    || gone.contains_key(&tid)
-                    || wakers.contains_key(&tid)
-            });
+            self.retid(t.t_ns, tids);
         }
         let (stalls, ongoing) = if self.sched.is_some() {
             self.adopt_blocks(&t.ongoing);
@@ -214,7 +224,7 @@ impl Aggregator {
                 calls: self
                     .calls
                     .is_some()
-                    .then(|| std::mem::take(&mut a.calls).finish()),
+                    .then(|| std::mem::take(&mut a.calls).finish(&w.comm)),
             });
         }
         // Exited processes leave the per-interval work (their totals stay):

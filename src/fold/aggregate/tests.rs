@@ -85,6 +85,7 @@ fn observed_ticks_fold_into_per_process_intervals_and_attributed_stalls() {
             stalls,
             exited: vec![],
             tids: Some(vec![(90, 9), (91, 9)]),
+            names: vec![],
             ongoing: vec![],
             joined: vec![],
         }))
@@ -513,4 +514,53 @@ fn a_writer_behind_a_sibling_s_roll_is_chained_to_its_stall() {
             Some("\u{2190} thread 0 msync (recycling a segment)")
         );
     }
+}
+
+/// A thread that never blocks (a writer into the page cache) is named by
+/// no scheduler event: its calls take the name its /proc sample showed.
+#[test]
+fn a_thread_named_only_by_its_sample_keeps_its_calls_under_its_name() {
+    use crate::model::observed::{ObsTick, ProcTick};
+    let mut a = agg(0);
+    a.set_observed(vec![Watched {
+        pid: 9,
+        comm: "python3".into(),
+    }]);
+    a.set_tracing(true);
+    a.set_call_pattern();
+    a.fold(Msg::Observe(Box::new(ObsTick {
+        t_ns: S / 4,
+        procs: vec![ProcTick {
+            pid: 9,
+            threads: 1,
+            ..ProcTick::default()
+        }],
+        tids: Some(vec![(90, 9), (91, 9)]),
+        names: vec![(90, "work".into()), (91, "side".into())],
+        ..ObsTick::default()
+    })));
+    for (i, tid) in [90, 90, 90, 91].into_iter().enumerate() {
+        let t = S / 2 + i as u64 * 1_000_000;
+        let write = crate::model::kernel::Comm::new("write");
+        let enter = TraceKind::SysEnter {
+            call: write,
+            fd: Some(3),
+            bytes: Some(4096),
+            addr: None,
+        };
+        a.fold_trace(t, tid, enter);
+        a.fold_trace(
+            t + 10_000,
+            tid,
+            TraceKind::SysExit {
+                call: write,
+                ret: 4096,
+            },
+        );
+    }
+    let (snaps, _) = a.finish(S);
+    let calls = snaps[0].observed[0].calls.as_ref().expect("calls counted");
+    assert_eq!(calls.writes, 4);
+    assert_eq!(calls.threads.get("work").map(|p| p.writes), Some(3));
+    assert_eq!(calls.threads.get("side").map(|p| p.writes), Some(1));
 }
