@@ -125,17 +125,21 @@ pub(super) const TRIAL_EXAMPLES: &str = "Examples:
   ({bdi} is the lab device's major:minor.)
 
 On the live server (root): the knob flipped under it, judged by its own stalls
-  stallscope trial --observe-name postgres \
+  stallscope trial --observe-name postgres \\
       --setting /sys/class/bdi/{bdi}/max_bytes=33554432 --setting /sys/class/bdi/{bdi}/strict_limit=1
       a 90 s warm-up sizes the windows from the server's cycle, then an A/A pair and
       8 A/B pairs; {bdi} is the device under the server's working directory (or
       --target PATH); the knob is put back after every B window and on any exit
-  stallscope trial --observe 4242 --setting vm.dirty_background_bytes=16777216 \
+  stallscope trial --observe 4242 --setting vm.dirty_background_bytes=16777216 \\
       --window 30s --pairs 6 --format json -- --stall-threshold 50ms
       the JSON lists every window with its side and start_unix/end_unix
-Only runtime knobs: the dirty sysctls, /sys/class/bdi/MAJ:MIN/* limits and
-/sys/block/DEV/queue/wbt_lat_usec. No sync, no dropped caches, no lab. A load
-step (the server's own write rate moving beyond the band) gives `inconclusive`.";
+  stallscope trial --observe-name postgres \\
+      --setting '/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device=7:0 60MiB'
+      a server on the lab (cgroup v1): the lab's cap for B, its own value for A
+Only runtime knobs: the dirty sysctls, /sys/class/bdi/MAJ:MIN/* limits,
+/sys/block/DEV/queue/wbt_lat_usec and the lab's cap. No sync, no dropped caches,
+no lab set-up. A load step (the A windows' write rate moving beyond the band the
+A/A pair allows) gives `inconclusive`.";
 
 /// `stallscope trial`.
 #[derive(Args, Debug, Clone)]
