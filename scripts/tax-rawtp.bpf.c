@@ -1,0 +1,66 @@
+// scripts/tax-cost.sh, leg bpf-rawtp. raw_tp programs on sched_switch and sched_waking: a lookup of the
+// thread in an (empty) hash map, what an eBPF observer keyed by thread
+// does for every task on the machine.
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} watched SEC(".maps");
+
+struct task_struct;
+
+SEC("raw_tp/sched_switch")
+int on_switch(__u64 *ctx)
+{
+	// (preempt, prev, next): prev's pid read with a probe read, offset
+	// taken from BTF would be CO-RE; here the tid of the current task
+	// (prev is current at sched_switch).
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *v = bpf_map_lookup_elem(&watched, &tid);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	return 0;
+}
+
+// (Current here is the waker; the woken task is ctx[0]. Against an empty
+// map either costs the same one lookup.)
+SEC("raw_tp/sched_waking")
+int on_waking(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *v = bpf_map_lookup_elem(&watched, &tid);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	return 0;
+}
+
+#ifdef SYSCALLS
+// With -DSYSCALLS (leg bpf-rawtp-sys): every system call's entry and exit
+// too, as call boundaries would need (this sets the syscall slow path on
+// every task, as any syscall tracepoint does).
+SEC("raw_tp/sys_enter")
+int on_enter(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *v = bpf_map_lookup_elem(&watched, &tid);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int on_exit(__u64 *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *v = bpf_map_lookup_elem(&watched, &tid);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	return 0;
+}
+#endif
+
+char LICENSE[] SEC("license") = "GPL";
