@@ -98,10 +98,7 @@ impl PatternAcc {
     /// another role happened to call in the same interval.
     pub fn finish(mut self, comm: &str) -> CallPattern {
         self.pattern.files = self.fds.len() as u32;
-        let only_comm = match self.threads.keys().next() {
-            Some(one) => self.threads.len() == 1 && one.as_str() == comm,
-            None => true,
-        };
+        let only_comm = self.threads.len() <= 1 && self.threads.keys().all(|n| n.as_str() == comm);
         if !only_comm {
             self.pattern.threads = self
                 .threads
